@@ -1,0 +1,79 @@
+"""Entry points. Each session installs the engine and calls one `python -m wheelfactory` command.
+
+The GitHub Actions release pipeline runs these very sessions, with the arguments `nox -s plan` prints.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests"]
+
+CUDA_MAJORS = (11, 12, 13)
+
+
+def _engine(session: nox.Session, *extras: str) -> None:
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+
+
+@nox.session
+def render(session: nox.Session) -> None:
+    """Render build/variants/<dist>/pyproject.toml (`-- --matrix FILE`, `-- --check`)."""
+    _engine(session)
+    session.run("python", "-m", "wheelfactory", "render", *session.posargs)
+
+
+@nox.session
+def plan(session: nox.Session) -> None:
+    """Print the CI job matrix as JSON (one entry per job: id, runner, session, arguments)."""
+    _engine(session)
+    session.run("python", "-m", "wheelfactory", "plan", *session.posargs, silent=False)
+
+
+def _build_session(major: int) -> None:
+    @nox.session(name=f"build-cuda{major}")
+    def build(session: nox.Session) -> None:
+        _engine(session, "build")
+        session.run("python", "-m", "wheelfactory", "build", "--cuda", str(major), *session.posargs)
+
+    build.__doc__ = (
+        f"Build, repair, audit and smoke every CUDA {major} wheel for this host "
+        "(`-- --python 3.12 --recipe NAME --image IMAGE --platform linux|windows`)."
+    )
+
+
+for _major in CUDA_MAJORS:
+    _build_session(_major)
+
+
+@nox.session
+def smoke(session: nox.Session) -> None:
+    """Re-run the GPU-free smoke tiers on given wheels (`-- dist/*.whl`)."""
+    _engine(session, "build")
+    session.run("python", "-m", "wheelfactory", "smoke", *session.posargs)
+
+
+@nox.session
+def image(session: nox.Session) -> None:
+    """Build the offline manylinux-compatible image `manylinux-offline:latest` from Debian packages."""
+    _engine(session)
+    session.run("python", "-m", "wheelfactory", "image", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (slow ones included; `-- -m "not slow"` for the quick part)."""
+    _engine(session, "build", "test")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff and mypy."""
+    _engine(session, "build", "lint")
+    session.run("ruff", "check", "src", "tests", "noxfile.py", "bench", "scripts")
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench", "scripts")
+    session.run("mypy")

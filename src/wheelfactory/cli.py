@@ -1,0 +1,110 @@
+"""Command line: `python -m wheelfactory COMMAND`. The nox sessions call exactly these commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from .errors import EXIT_INPUT, InputError, UserError
+from .plan import make_plan
+from .render import render_plan, stale_files, write
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _root(args: argparse.Namespace) -> Path:
+    return Path(args.root).resolve()
+
+
+def _matrix(args: argparse.Namespace) -> Path | None:
+    return Path(args.matrix).resolve() if args.matrix else None
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    root = _root(args)
+    plan = make_plan(root, _matrix(args))
+    rendered = render_plan(plan, root)
+    out_dir = root / "build" / "variants"
+    if args.check:
+        stale = stale_files(rendered, out_dir)
+        if stale:
+            for rel in stale:
+                console.print(f"build/variants/{rel}: stale — run `nox -s render` and commit the result")
+            return 1
+        console.print(f"build/variants: {len(rendered)} variants up to date")
+        return 0
+    write(rendered, out_dir)
+    for r in rendered:
+        console.print(f"rendered build/variants/{r.variant.dist_name}/pyproject.toml")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    plan = make_plan(_root(args), _matrix(args))
+    jobs = [job.as_json() for job in plan.jobs()]
+    print(json.dumps({"include": jobs}, indent=None if args.compact else 2))
+    return 0
+
+
+def not_yet(what: str, issue: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        raise UserError(f"{what} is not built yet ({issue}); nothing was done")
+
+    return run
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="wheelfactory", description=__doc__)
+    top.add_argument("--root", default=".", help="project root holding matrix.yaml, recipes/ and templates/")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    render = sub.add_parser("render", help="render build/variants/<dist>/pyproject.toml")
+    render.add_argument("--matrix", help="another matrix file")
+    render.add_argument("--check", action="store_true", help="fail if build/variants is stale")
+    render.set_defaults(run=cmd_render)
+
+    plan = sub.add_parser("plan", help="print the CI job matrix as JSON")
+    plan.add_argument("--matrix", help="another matrix file")
+    plan.add_argument("--compact", action="store_true", help="one line, for $GITHUB_OUTPUT")
+    plan.set_defaults(run=cmd_plan)
+
+    build = sub.add_parser("build", help="build, repair, audit and smoke the wheels of one CUDA major")
+    build.add_argument("--cuda", type=int, required=True, help="CUDA major")
+    build.add_argument("--python", action="append", default=[], help="CPython version (repeatable)")
+    build.add_argument("--recipe", action="append", default=[], help="recipe name (repeatable)")
+    build.add_argument("--image", help="Linux build image (overrides the matrix's)")
+    build.add_argument("--platform", choices=["linux", "windows"], help="defaults to this host's")
+    build.add_argument("--matrix", help="another matrix file")
+    build.set_defaults(run=not_yet("building wheels", "the Linux wheels issue"))
+
+    smoke = sub.add_parser("smoke", help="re-run the GPU-free smoke tiers on existing wheels")
+    smoke.add_argument("wheels", nargs="+", type=Path)
+    smoke.set_defaults(run=not_yet("the smoke tiers", "the Linux wheels issue"))
+
+    image = sub.add_parser("image", help="build the offline manylinux-compatible image")
+    image.add_argument("--tag", default="manylinux-offline:latest")
+    image.set_defaults(run=not_yet("the offline image", "the Linux wheels issue"))
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        result: int = args.run(args)
+        return result
+    except InputError as exc:
+        for problem in exc.problems:
+            console.print(str(problem), markup=False)
+        return EXIT_INPUT
+    except UserError as exc:
+        console.print(f"error: {exc}", markup=False)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""matrix.yaml + recipes → the typed plan: one Variant per recipe × CUDA major, one Job per CI cell.
+
+Only Python × platform is crossed; everything that travels with a CUDA major (toolkit, platforms and their
+build settings) comes from its one matrix record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+
+from .components import OS, component_table, platforms
+from .errors import InputError, Problem
+from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One wheel to build: a CPython version on a platform."""
+
+    python: str
+    platform: str
+
+    @property
+    def os(self) -> OS:
+        return platforms()[self.platform].os
+
+    @property
+    def identifier(self) -> str:
+        """cibuildwheel's build identifier, e.g. cp312-manylinux_x86_64."""
+        return f"cp{self.python.replace('.', '')}-{platforms()[self.platform].identifier}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One distribution: a recipe built against one CUDA major."""
+
+    recipe: Recipe
+    recipe_dir: Path
+    cuda: CudaEntry
+    cells: tuple[Cell, ...]
+    requires_python: SpecifierSet
+
+    @property
+    def major(self) -> int:
+        return self.cuda.major
+
+    @property
+    def dist_name(self) -> str:
+        return f"{self.recipe.name}-cuda{self.major}x"
+
+    @property
+    def source_dir(self) -> Path | None:
+        path = self.recipe.source.path
+        return self.recipe_dir / path if path is not None else None
+
+    def components(self, *, optional: bool) -> list[str]:
+        """The recipe's runtime components (required, or optional) that exist for this major."""
+        table = component_table()
+        names = self.recipe.optional if optional else self.recipe.components
+        return [n for n in names if table.components[n].role == "runtime" and table.get(n, self.major)]
+
+    def platforms(self) -> list[str]:
+        return sorted({cell.platform for cell in self.cells})
+
+
+@dataclass(frozen=True)
+class Job:
+    """One CI job: what GitHub Actions runs, and what a person runs to reproduce it."""
+
+    id: str
+    runner: str
+    session: str
+    args: tuple[str, ...]
+    recipe: str
+    cuda: int
+    python: str
+    platform: str
+
+    @property
+    def command(self) -> str:
+        return " ".join(["nox", "-s", self.session, "--", *self.args])
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "runner": self.runner,
+            "session": self.session,
+            "args": list(self.args),
+            "command": self.command,
+            "recipe": self.recipe,
+            "cuda": self.cuda,
+            "python": self.python,
+            "platform": self.platform,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    matrix: Loaded[Matrix]
+    variants: tuple[Variant, ...]
+
+    def jobs(self) -> list[Job]:
+        jobs = []
+        for variant in self.variants:
+            for cell in variant.cells:
+                settings = variant.cuda.platforms[cell.platform]
+                jobs.append(
+                    Job(
+                        id=f"{variant.dist_name}-{cell.identifier}",
+                        runner=settings.runner,
+                        session=f"build-cuda{variant.major}",
+                        args=("--recipe", variant.recipe.name, "--python", cell.python, "--platform", cell.os),
+                        recipe=variant.recipe.name,
+                        cuda=variant.major,
+                        python=cell.python,
+                        platform=cell.platform,
+                    )
+                )
+        return jobs
+
+
+def recipe_paths(root: Path) -> list[Path]:
+    return sorted((root / "recipes").glob("*/recipe.yaml"))
+
+
+def make_plan(root: Path, matrix_path: Path | None = None, recipe_names: list[str] | None = None) -> Plan:
+    """Validate every input and expand it. Raises InputError listing every problem found."""
+    matrix = load_matrix(matrix_path or root / "matrix.yaml", root)
+    paths = recipe_paths(root)
+    if recipe_names:
+        by_name = {p.parent.name: p for p in paths}
+        missing = [n for n in recipe_names if n not in by_name]
+        if missing:
+            known = ", ".join(sorted(by_name)) or "none"
+            raise InputError(
+                [
+                    Problem(
+                        "recipes",
+                        1,
+                        1,
+                        f"no recipe named {', '.join(missing)} (known: {known}) — "
+                        "create recipes/<name>/recipe.yaml or fix the name",
+                    )
+                ]
+            )
+        paths = [by_name[n] for n in recipe_names]
+    if not paths:
+        raise InputError([Problem("recipes", 1, 1, "no recipes found — add recipes/<name>/recipe.yaml")])
+    problems: list[Problem] = []
+    recipes: list[tuple[Recipe, Path]] = []
+    for path in paths:
+        try:
+            recipes.append((load_recipe(path, root, matrix.value).value, path.parent))
+        except InputError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(problems)
+    return Plan(matrix, tuple(_variants(matrix.value, recipes)))
+
+
+def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Variant]:
+    variants = []
+    spec = requires_python(matrix)
+    for recipe, recipe_dir in recipes:
+        for entry in matrix.cuda:
+            if recipe.cuda is not None and entry.major not in recipe.cuda:
+                continue
+            cells = tuple(
+                Cell(python, platform)
+                for platform in sorted(entry.platforms)
+                for python in matrix.python
+                if not any(rule.matches(python, entry.major, platform) for rule in matrix.exclude)
+            )
+            if cells:
+                variants.append(Variant(recipe, recipe_dir, entry, cells, spec))
+    return variants
