@@ -5,16 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-
-from rich.console import Console
 
 from .errors import EXIT_INPUT, InputError, UserError
 from .plan import make_plan
+from .progress import console
 from .render import render_plan, stale_files, write
-
-console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -40,7 +37,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 0
     write(rendered, out_dir)
     for r in rendered:
-        console.print(f"rendered build/variants/{r.variant.dist_name}/pyproject.toml")
+        for name in r.files:
+            console.print(f"rendered build/variants/{r.variant.dist_name}/{name}")
     return 0
 
 
@@ -51,11 +49,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def not_yet(what: str, issue: str) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        raise UserError(f"{what} is not built yet ({issue}); nothing was done")
+def cmd_image(args: argparse.Namespace) -> int:
+    from .image import build_image
+    from .provision import cache_dir
 
-    return run
+    build_image(args.tag, args.workdir or cache_dir() / "image")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .pipeline import BuildRequest, build
+
+    request = BuildRequest(_root(args), args.cuda, args.python, args.recipe, args.image, args.platform, _matrix(args))
+    records = build(request)
+    return 0 if records and all(r.passed for r in records) else 1
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from .pipeline import smoke_existing
+
+    records = smoke_existing(_root(args), list(args.wheels), args.image)
+    return 0 if all(r.passed for r in records) else 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -80,15 +94,17 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--image", help="Linux build image (overrides the matrix's)")
     build.add_argument("--platform", choices=["linux", "windows"], help="defaults to this host's")
     build.add_argument("--matrix", help="another matrix file")
-    build.set_defaults(run=not_yet("building wheels", "the Linux wheels issue"))
+    build.set_defaults(run=cmd_build)
 
     smoke = sub.add_parser("smoke", help="re-run the GPU-free smoke tiers on existing wheels")
     smoke.add_argument("wheels", nargs="+", type=Path)
-    smoke.set_defaults(run=not_yet("the smoke tiers", "the Linux wheels issue"))
+    smoke.add_argument("--image", help="the clean machine's image (default: the matrix's build image)")
+    smoke.set_defaults(run=cmd_smoke)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
     image.add_argument("--tag", default="manylinux-offline:latest")
-    image.set_defaults(run=not_yet("the offline image", "the Linux wheels issue"))
+    image.add_argument("--workdir", type=Path, help="scratch space for the root file system")
+    image.set_defaults(run=cmd_image)
     return top
 
 

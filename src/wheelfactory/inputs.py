@@ -112,7 +112,10 @@ class Source(Strict):
 
 
 class Smoke(Strict):
-    gpu_free: list[str] = []
+    gpu_free: list[str] = []  # Python statements that must run with no CUDA library installed (tier 1) and with
+    needs_optional: list[str] = []  # statements that must raise ImportError naming the pip fix when optional
+    # components are absent (tier 1), and must run once they are installed (tier 2)
+    with_cuda: list[str] = []  # commands that must succeed once the CUDA wheels are installed (tier 2)
 
 
 class Recipe(Strict):
@@ -476,6 +479,8 @@ def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix, table: Componen
                 )
             )
         for i, name in enumerate(allowed):
+            if name == "driver":  # may link libcuda.so.1 / nvcuda.dll eagerly; import then needs a GPU driver
+                continue
             if name not in declared:
                 hint = (
                     "add it to components or optional"

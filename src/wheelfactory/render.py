@@ -19,6 +19,8 @@ from packaging.requirements import Requirement
 from .components import OS, component_table, platforms
 from .plan import Plan, Variant
 
+# Written into the package at build time: what the variant needs from CUDA (and, on Windows, its DLL loader).
+VARIANT_MODULE = "_cuda_variant.py"
 CLASSIFIER_GPU = "Environment :: GPU :: NVIDIA CUDA :: {major}"
 
 
@@ -50,6 +52,10 @@ def dependencies(variant: Variant) -> list[str]:
     return sorted(lines.values()) + list(variant.recipe.dependencies)
 
 
+def extras_of(variant: Variant) -> list[str]:
+    return [name.lower() for name in variant.components(optional=True)]
+
+
 def extras(variant: Variant) -> dict[str, list[str]]:
     result = {}
     for name in variant.components(optional=True):
@@ -78,6 +84,24 @@ def excluded_libraries(variant: Variant, os: OS) -> list[str]:
         if layout:
             excluded.extend(p for p in layout.libraries if p not in excluded)
     return excluded
+
+
+def _readme(variant: Variant) -> str:
+    table = component_table()
+    wheels = sorted({table.get(n, variant.major).distribution for n in variant.components(optional=False)})  # type: ignore[union-attr]
+    lines = [
+        f"# {variant.dist_name}",
+        "",
+        variant.recipe.summary or variant.recipe.name,
+        "",
+        f"This is the CUDA {variant.major}.x build of `{variant.recipe.name}` (built against CUDA "
+        f"{variant.cuda.toolkit}). It carries no CUDA library: it loads them from NVIDIA's pip wheels "
+        f"({', '.join(f'`{w}`' for w in wheels)}), which pip installs with it. Importing it needs no GPU.",
+    ]
+    extras = sorted(extras_of(variant))
+    if extras:
+        lines += ["", f"Optional: `pip install {variant.dist_name}[{','.join(extras)}]`."]
+    return "\n".join(lines) + "\n"
 
 
 def linux_repair_command(variant: Variant) -> str:
@@ -127,6 +151,7 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
         "dist_name": variant.dist_name,
         "version": variant.recipe.version,
         "description": f"{variant.recipe.summary or variant.recipe.name} (CUDA {variant.major}.x build)",
+        "readme": _readme(variant),
         "major": variant.major,
         "toolkit": variant.cuda.toolkit,
         "requires_python": str(variant.requires_python),
@@ -136,6 +161,8 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
         "identifiers": [cell.identifier for cell in variant.cells],
         "linux": linux,
         "windows": windows,
+        "components": _component_specs(variant, optional=False),
+        "optional": _component_specs(variant, optional=True),
     }
 
 
@@ -148,17 +175,49 @@ def environment(root: Path) -> jinja2.Environment:
     )
     # JSON strings and arrays are valid TOML basic strings and inline arrays.
     env.filters["toml"] = lambda value: json.dumps(value, ensure_ascii=False)
+    env.filters["pytuple"] = _python_tuple
     return env
+
+
+def _python_tuple(values: tuple[object, ...]) -> str:
+    """A Python tuple literal (None stays None; strings are JSON-quoted, which Python reads as well)."""
+    items = ["None" if v is None else _python_tuple(v) if isinstance(v, tuple) else json.dumps(v) for v in values]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _component_specs(variant: Variant, *, optional: bool) -> dict[str, tuple[object, ...]]:
+    specs: dict[str, tuple[object, ...]] = {}
+    for name in variant.components(optional=optional):
+        entry = component_table().get(name, variant.major)
+        assert entry is not None
+        linux, windows = entry.linux, entry.windows
+        specs[name] = (
+            entry.distribution,
+            linux.lib_dir if linux else None,
+            windows.dll_dir if windows else None,
+            tuple(linux.libraries) if linux else (),
+        )
+    return specs
 
 
 def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
     env = environment(root)
     template = env.get_template("pyproject.toml.j2")
     matrix_file = plan.matrix.source.file.as_posix()
-    return [
-        RenderedVariant(variant, {"pyproject.toml": template.render(_context(variant, matrix_file, root))})
-        for variant in plan.variants
-    ]
+    variant_module = env.get_template("cuda_variant.py.j2")
+    rendered = []
+    for variant in plan.variants:
+        context = _context(variant, matrix_file, root)
+        rendered.append(
+            RenderedVariant(
+                variant,
+                {
+                    "pyproject.toml": template.render(context),
+                    VARIANT_MODULE: variant_module.render(context),
+                },
+            )
+        )
+    return rendered
 
 
 def stale_files(rendered: list[RenderedVariant], out_dir: Path) -> list[str]:

