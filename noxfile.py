@@ -74,6 +74,6 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff and mypy."""
     _engine(session, "build", "lint")
-    session.run("ruff", "check", "src", "tests", "noxfile.py", "bench", "scripts")
-    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench", "scripts")
+    session.run("ruff", "check", "src", "tests", "noxfile.py", "bench")
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench")
     session.run("mypy")

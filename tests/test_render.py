@@ -40,9 +40,10 @@ def test_renders_one_pyproject_per_cuda_major(rendered: Path) -> None:
 
 
 @pytest.mark.parametrize("dist", DISTS)
-def test_matches_reviewed_golden_file(rendered: Path, dist: str) -> None:
-    golden = REPO / "build" / "variants" / dist / "pyproject.toml"
-    assert (rendered / dist / "pyproject.toml").read_bytes() == golden.read_bytes()
+@pytest.mark.parametrize("name", ["pyproject.toml", "_cuda_variant.py"])
+def test_matches_reviewed_golden_file(rendered: Path, dist: str, name: str) -> None:
+    golden = REPO / "build" / "variants" / dist / name
+    assert (rendered / dist / name).read_bytes() == golden.read_bytes()
 
 
 @pytest.mark.parametrize("major", [11, 12, 13])

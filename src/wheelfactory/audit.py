@@ -9,6 +9,7 @@ versions fit the platform tag; the wheel fits the size limit.
 from __future__ import annotations
 
 import fnmatch
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,10 @@ from .repair import needed_components, origin_entry, unpack
 
 DRIVER = "driver"  # the pseudo-component a module policy names to be allowed to link the driver
 MIB = 1024 * 1024
+# The dynamic loader is in no policy's whitelist (auditwheel treats it apart), yet every glibc has it.
+DYNAMIC_LOADERS = frozenset({"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"})
+# auditwheel renames what it grafts: libcudart.so.12 -> libcudart-256e6409.so.12
+_GRAFTED_NAME = re.compile(r"^(?P<stem>.+)-[0-9a-f]{8}(?P<suffix>\.so.*)$")
 
 
 @dataclass
@@ -68,6 +73,13 @@ def module_name(member: str) -> str | None:
     return ".".join([*path.parent.parts, stem])
 
 
+def wheel_python(wheel: Path) -> str:
+    """`3.12` for a cp312 wheel."""
+    _, _, _, tags = parse_wheel_filename(wheel.name)
+    interpreter = sorted(t.interpreter for t in tags)[0]
+    return f"{interpreter[2]}.{interpreter[3:]}"
+
+
 def _platform_tag(wheel: Path) -> str:
     _, _, _, tags = parse_wheel_filename(wheel.name)
     platforms = sorted({t.platform for t in tags})
@@ -85,6 +97,9 @@ def _policy(platform_tag: str) -> Policy | None:
 
 def _is_cuda(library: str, major: int) -> bool:
     table = component_table()
+    grafted = _GRAFTED_NAME.match(library)
+    if grafted:
+        library = grafted["stem"] + grafted["suffix"]
     patterns = [*table.all_libraries(major, "linux"), table.driver.linux]
     return any(fnmatch.fnmatch(library, p) for p in patterns)
 
@@ -96,6 +111,7 @@ def audit_linux_wheel(wheel: Path, variant: Variant) -> WheelAudit:
     declared = [*recipe.components, *recipe.optional]
     size = wheel.stat().st_size
     platform_tag = _platform_tag(wheel)
+    python = wheel_python(wheel)
     problems: list[str] = []
     limit = recipe.size_limit_mb * MIB
     if size > limit:
@@ -139,7 +155,7 @@ def audit_linux_wheel(wheel: Path, variant: Variant) -> WheelAudit:
                 allowed = recipe.modules[module]
             whitelist: frozenset[str] = policy.whitelist if policy else frozenset()
             for library in info.needed:
-                if library in in_wheel:
+                if library in in_wheel or library in DYNAMIC_LOADERS:
                     continue
                 if library == table.driver.linux:
                     if DRIVER not in allowed:
@@ -177,7 +193,7 @@ def audit_linux_wheel(wheel: Path, variant: Variant) -> WheelAudit:
             for name in audit.components:
                 component = table.get(name, major)
                 if component and component.linux and component.linux.lib_dir:
-                    expected = origin_entry(member, component.linux.lib_dir)
+                    expected = origin_entry(member, component.linux.lib_dir, python)
                     if expected not in info.rpath:
                         audit.problems.append(f"RPATH lacks {expected} for {name}")
             symbol_versions = policy.symbol_versions if policy else {}

@@ -120,7 +120,6 @@ def run_cibuildwheel(
     extra_env: dict[str, str] | None = None,
 ) -> Built:
 
-
     variant = rendered.variant
     platform_name = cells[0].platform
     info = platforms()[platform_name]
@@ -148,22 +147,20 @@ def run_cibuildwheel(
         if image and info.image_option:
             env["CIBW_" + info.image_option.upper().replace("-", "_")] = image
     env.update(extra_env or {})
-    cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out), str(staged)]
+    # cibuildwheel wants the package inside its working directory, and tars that whole directory.
+    cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out.resolve()), "."]
     started = time.monotonic()
-    with (
-        step(f"cibuildwheel {variant.dist_name} {' '.join(c.identifier for c in cells)} (log: {log})"),
-        log.open("w", encoding="utf-8") as sink,
-    ):
-        result = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, check=False)
-    text = log.read_text(encoding="utf-8", errors="replace")
-    if result.returncode != 0:
-        if _PULL_FAILURE.search(text) and chosen_image:
-            raise UserError(
-                f"cannot pull the build image {chosen_image} — run `nox -s image` and pass "
-                f"`-- --image manylinux-offline:latest` (log: {log})"
-            )
-        tail = "\n".join(text.strip().splitlines()[-25:])
-        raise UserError(f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{tail}")
+    with step(f"cibuildwheel {variant.dist_name} {' '.join(c.identifier for c in cells)} (log: {log})"):
+        with log.open("w", encoding="utf-8") as sink:
+            result = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=staged, check=False)
+        text = log.read_text(encoding="utf-8", errors="replace")
+        if result.returncode != 0:
+            if _PULL_FAILURE.search(text) and chosen_image:
+                raise UserError(f"cannot pull the build image {chosen_image} — run `nox -s image` and pass "
+                                f"`-- --image manylinux-offline:latest` (log: {log})")
+            tail = "\n".join(text.strip().splitlines()[-25:])
+            raise UserError(f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n"
+                            f"{tail}")
     wheels = tuple(sorted(out.glob("*.whl")))
     if len(wheels) != len(cells):
         console.print(f"warning: expected {len(cells)} wheels, cibuildwheel produced {len(wheels)}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from .audit import audit_linux_wheel
+from .audit import audit_linux_wheel, wheel_python
 from .build import ensure_image, host_platform_name, run_cibuildwheel, select_cells
 from .components import platforms
 from .errors import UserError
@@ -23,7 +23,7 @@ from .provision import provision
 from .render import RenderedVariant, render_plan
 from .repair import set_rpaths
 from .report import WheelRecord, summary, write_report
-from .smoke import smoke, wheel_python
+from .smoke import smoke
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _build_variant(
     for wheel in built.wheels:
         started = time.monotonic()
         with step(f"set RPATHs in {wheel.name}"):
-            repaired, _ = set_rpaths(wheel, repaired_dir, variant.major, declared)
+            repaired, _ = set_rpaths(wheel, repaired_dir, variant.major, declared, wheel_python(wheel))
         repair_s = round(time.monotonic() - started, 1)
         record = check_wheel(repaired, variant, toolkit.wheel_dir, built.image)
         record.timings = {
@@ -149,8 +149,9 @@ def smoke_existing(root: Path, wheels: list[Path], image: str | None) -> list[Wh
         settings = variant.cuda.platforms.get(f"linux-{arch}")
         chosen = image or (settings.image if settings else None)
         if chosen is None:
-            raise UserError(f"{wheel.name}: matrix.yaml names no linux-{arch} image for CUDA {variant.major} — pass "
-                            "--image")
+            raise UserError(
+                f"{wheel.name}: matrix.yaml names no linux-{arch} image for CUDA {variant.major} — pass --image"
+            )
         ensure_image(chosen)
         toolkit = provision(variant, "linux", arch)
         records.append(check_wheel(wheel.resolve(), variant, toolkit.wheel_dir, chosen))

@@ -23,30 +23,28 @@ from .components import OS, component_table
 from .elf import is_elf, read_elf
 from .errors import UserError
 
-# Where a wheel's files land, relative to an environment's prefix; site-packages sits at lib/pythonX.Y/.
-SITE = PurePosixPath("lib/python3/site-packages")
-DATA_DIRS = {
-    "purelib": SITE,
-    "platlib": SITE,
-    "scripts": PurePosixPath("bin"),
-    "data": PurePosixPath("."),
-    "headers": PurePosixPath("include"),
-}
+# Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
+DATA_DIRS = {"purelib": "{site}", "platlib": "{site}", "scripts": "bin", "data": ".", "headers": "include"}
 
 
-def installed_path(member: str) -> PurePosixPath:
+def site_packages(python: str) -> PurePosixPath:
+    return PurePosixPath(f"lib/python{python}/site-packages")
+
+
+def installed_path(member: str, python: str) -> PurePosixPath:
     """Where wheel member `member` is installed, relative to the environment prefix."""
+    site = site_packages(python)
     parts = PurePosixPath(member).parts
     if len(parts) >= 3 and parts[0].endswith(".data") and parts[1] in DATA_DIRS:
-        return DATA_DIRS[parts[1]].joinpath(*parts[2:])
-    return SITE.joinpath(*parts)
+        base = DATA_DIRS[parts[1]].format(site=site)
+        return PurePosixPath(base).joinpath(*parts[2:])
+    return site.joinpath(*parts)
 
 
-def origin_entry(member: str, site_dir: str) -> str:
+def origin_entry(member: str, site_dir: str, python: str) -> str:
     """The $ORIGIN-relative RPATH entry from member's installed location to site-packages/site_dir."""
-    here = installed_path(member).parent
-    target = SITE / site_dir
-    return "$ORIGIN/" + posixpath.relpath(target, here)
+    here = installed_path(member, python).parent
+    return "$ORIGIN/" + posixpath.relpath(site_packages(python) / site_dir, here)
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,9 @@ def needed_components(needed: tuple[str, ...], major: int, os_name: OS, declared
     return found
 
 
-def wanted_rpath(member: str, current: tuple[str, ...], components: list[str], major: int) -> tuple[str, ...]:
+def wanted_rpath(
+    member: str, current: tuple[str, ...], components: list[str], major: int, python: str
+) -> tuple[str, ...]:
     """Keep the wheel-internal $ORIGIN entries (auditwheel's .libs), drop anything absolute, add components."""
     table = component_table()
     entries = [e for e in current if e.startswith("$ORIGIN")]
@@ -74,7 +74,7 @@ def wanted_rpath(member: str, current: tuple[str, ...], components: list[str], m
         entry = table.get(name, major)
         lib_dir = entry.linux.lib_dir if entry and entry.linux else None
         if lib_dir:
-            wanted = origin_entry(member, lib_dir)
+            wanted = origin_entry(member, lib_dir, python)
             if wanted not in entries:
                 entries.append(wanted)
     return tuple(entries)
@@ -112,7 +112,9 @@ def patchelf() -> str:
     return found
 
 
-def set_rpaths(wheel: Path, out_dir: Path, major: int, declared: list[str]) -> tuple[Path, list[RpathChange]]:
+def set_rpaths(
+    wheel: Path, out_dir: Path, major: int, declared: list[str], python: str
+) -> tuple[Path, list[RpathChange]]:
     """Write a copy of `wheel` to out_dir with each binary's RPATH set; returns it and what changed."""
     changes: list[RpathChange] = []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -124,7 +126,7 @@ def set_rpaths(wheel: Path, out_dir: Path, major: int, declared: list[str]) -> t
             member = path.relative_to(tree).as_posix()
             info = read_elf(path)
             components = needed_components(info.needed, major, "linux", declared)
-            after = wanted_rpath(member, info.rpath + info.runpath, components, major)
+            after = wanted_rpath(member, info.rpath + info.runpath, components, major, python)
             if after == info.rpath and not info.runpath:
                 continue
             cmd = [patchelf(), "--force-rpath", "--set-rpath", ":".join(after), str(path)]

@@ -23,8 +23,9 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
+from .audit import wheel_python
 from .components import component_table
 from .errors import UserError
 from .image import container_engine
@@ -55,12 +56,6 @@ class TierResult:
         return {**asdict(self), "passed": self.passed}
 
 
-def wheel_python(wheel: Path) -> str:
-    _, _, _, tags = parse_wheel_filename(wheel.name)
-    interpreter = sorted(t.interpreter for t in tags)[0]  # cp312
-    return f"{interpreter[2]}.{interpreter[3:]}"
-
-
 class Machine:
     """A clean, GPU-free machine for the smoke tiers: a fresh container of the build image, with no network.
 
@@ -76,17 +71,39 @@ class Machine:
         self.engine = container_engine()
         with as_file(PROBE_SOURCE) as probe:
             started = subprocess.run(
-                [self.engine, "run", "--detach", "--rm", "--network", "none",
-                 "--volume", f"{wheel_dir}:{self.WHEELS}:ro", "--volume", f"{cuda_wheel_dir}:{self.CUDA_WHEELS}:ro",
-                 "--volume", f"{probe}:{self.PROBE}:ro", image, "sleep", "infinity"],
-                capture_output=True, text=True, check=False)
+                [
+                    self.engine,
+                    "run",
+                    "--detach",
+                    "--rm",
+                    "--network",
+                    "none",
+                    "--volume",
+                    f"{wheel_dir}:{self.WHEELS}:ro",
+                    "--volume",
+                    f"{cuda_wheel_dir}:{self.CUDA_WHEELS}:ro",
+                    "--volume",
+                    f"{probe}:{self.PROBE}:ro",
+                    image,
+                    "sleep",
+                    "infinity",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
         if started.returncode != 0:
             raise UserError(f"cannot start a smoke container from {image}: {started.stderr.strip()}")
         self.container = started.stdout.strip()
 
     def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.engine, "exec", "--workdir", "/tmp", self.container, *argv],
-                              capture_output=True, text=True, check=False, timeout=timeout)
+        return subprocess.run(
+            [self.engine, "exec", "--workdir", "/tmp", self.container, *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
 
     def close(self) -> None:
         subprocess.run([self.engine, "rm", "--force", self.container], capture_output=True, check=False)
@@ -101,15 +118,17 @@ class Venv:
         python = f"/opt/python/{tag}-{tag}/bin/python"
         created = machine.run([python, "-m", "venv", where])
         if created.returncode != 0:
-            raise UserError(f"cannot create a Python {python_version} venv in the smoke container: "
-                            f"{created.stderr.strip()[-300:]}")
+            raise UserError(
+                f"cannot create a Python {python_version} venv in the smoke container: {created.stderr.strip()[-300:]}"
+            )
         self.python = f"{where}/bin/python"
         probe = machine.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
         self.site = probe.stdout.strip()
 
     def install(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.machine.run([self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                                 "--no-index", *args])
+        return self.machine.run(
+            [self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", *args]
+        )
 
     def probe(self, statement: str, expect: str, hint: str | None = None, site: bool = False) -> Check:
         spec = {"statement": statement, "expect": expect, "hint": hint, "site": self.site if site else None}
