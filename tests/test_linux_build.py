@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wheelfactory.audit import audit_linux_wheel
+from wheelfactory.audit import audit_wheel
 from wheelfactory.elf import read_elf
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import Variant, make_plan
@@ -112,9 +112,7 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
     assert f"pip install 'cuprobe-cuda{major}x[nccl]'" in nccl.detail
 
 
-def test_without_as_needed_the_audit_rejects_the_overlinked_module(
-    tmp_path: Path, offline_image: str
-) -> None:
+def test_without_as_needed_the_audit_rejects_the_overlinked_module(tmp_path: Path, offline_image: str) -> None:
     # manylinux's gcc does not default to --as-needed; Debian's does, so force the old behaviour and drop the
     # factory's injected flag. setup.py hands every extension every CUDA library, as CuPy's build did.
     overlinking = {"CIBW_ENVIRONMENT_LINUX": 'CUDA_HOME=/host$WHEELFACTORY_CUDA_PREFIX LDFLAGS="-Wl,--no-as-needed"'}
@@ -134,17 +132,35 @@ def test_a_grafted_libcudart_is_rejected(built12: tuple[Path, WheelRecord], tmp_
     toolkit = provision(variant)
     # Real auditwheel, told to exclude everything but the runtime, with the toolkit on the library path: it
     # grafts libcudart into the wheel, as a careless repair would.
-    excludes = [arg for lib in ("libcublas.so.12", "libcublasLt.so.12", "libnvrtc.so.12", "libnccl.so.2")
-                for arg in ("--exclude", lib)]
+    excludes = [
+        arg
+        for lib in ("libcublas.so.12", "libcublasLt.so.12", "libnvrtc.so.12", "libnccl.so.2")
+        for arg in ("--exclude", lib)
+    ]
     out = tmp_path / "grafted"
     env = {**os.environ, "LD_LIBRARY_PATH": str(toolkit.prefix / "lib")}
-    subprocess.run([sys.executable, "-m", "auditwheel", "repair", "--only-plat", "--plat", "manylinux_2_28_x86_64",
-                    *excludes, "-w", str(out), str(root / "dist" / record.wheel)], check=True, env=env,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "auditwheel",
+            "repair",
+            "--only-plat",
+            "--plat",
+            "manylinux_2_28_x86_64",
+            *excludes,
+            "-w",
+            str(out),
+            str(root / "dist" / record.wheel),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     grafted = next(out.glob("*.whl"))
     assert any("libcudart" in n for n in zipfile.ZipFile(grafted).namelist())
 
-    audit = audit_linux_wheel(grafted, variant)
+    audit = audit_wheel(grafted, variant)
 
     assert not audit.passed
     bundled = [b for b in audit.binaries if b.module is None and "libcudart" in b.member]
@@ -156,17 +172,39 @@ def test_a_module_linking_the_driver_is_rejected(built12: tuple[Path, WheelRecor
     # A stand-in libcuda.so.1 and a real extension that links it eagerly, as a careless build would.
     (tmp_path / "cuda_stub.c").write_text("int cuInit(unsigned int flags) { return flags; }\n")
     (tmp_path / "flags.c").write_text("int cuInit(unsigned int); int cuprobe_touch(void) { return cuInit(0); }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(tmp_path / "libcuda.so.1"),
-                    str(tmp_path / "cuda_stub.c")], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            str(tmp_path / "libcuda.so.1"),
+            str(tmp_path / "cuda_stub.c"),
+        ],
+        check=True,
+    )
     tree = unpack(root / "dist" / record.wheel, tmp_path / "tree")
     flags = next(tree.rglob("_flags.*.so"))
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--no-as-needed", "-o", str(flags), str(tmp_path / "flags.c"),
-                    f"-L{tmp_path}", "-l:libcuda.so.1"], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wl,--no-as-needed",
+            "-o",
+            str(flags),
+            str(tmp_path / "flags.c"),
+            f"-L{tmp_path}",
+            "-l:libcuda.so.1",
+        ],
+        check=True,
+    )
     assert "libcuda.so.1" in read_elf(flags).needed
     (tmp_path / "out").mkdir()
     wheel = pack(tree, tmp_path / "out")
 
-    audit = audit_linux_wheel(wheel, _variant(root, 12))
+    audit = audit_wheel(wheel, _variant(root, 12))
 
     problems = next(b for b in audit.binaries if b.module == "cuprobe._flags").problems
     assert any("links the driver libcuda.so.1" in p for p in problems), problems
@@ -181,8 +219,9 @@ def test_a_wrong_rpath_is_caught_by_smoke_tier_2(
     runtime = next(tree.rglob("_runtime.*.so"))
     # Points at cuBLAS's directory instead of the runtime's: the audit would say so, but the smoke tier must
     # catch it on its own, by loading the module.
-    subprocess.run(["patchelf", "--force-rpath", "--set-rpath", "$ORIGIN/../nvidia/cublas/lib", str(runtime)],
-                   check=True)
+    subprocess.run(
+        ["patchelf", "--force-rpath", "--set-rpath", "$ORIGIN/../nvidia/cublas/lib", str(runtime)], check=True
+    )
     (tmp_path / "out").mkdir()
     wheel = pack(tree, tmp_path / "out")
 

@@ -7,6 +7,7 @@ the rendered configuration runs auditwheel with every CUDA library of the declar
 
 from __future__ import annotations
 
+import ast
 import os
 import platform as host_platform
 import re
@@ -89,7 +90,34 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
     package_dir = target / Path(*variant.recipe.import_name.split("."))
     package_dir.mkdir(parents=True, exist_ok=True)
     (package_dir / VARIANT_MODULE).write_text(rendered.files[VARIANT_MODULE], encoding="utf-8")
+    inject_loader(package_dir / "__init__.py")
     return target
+
+
+LOADER_IMPORT = "from . import _cuda_variant  # wheelfactory: NVIDIA's DLL directories, before any extension loads\n"
+
+
+def inject_loader(init: Path) -> None:
+    """Make the package import its variant module first: on Windows that adds the CUDA DLL directories.
+
+    The line goes after the module docstring and `from __future__` imports, which must stay first. Idempotent.
+    """
+    source = init.read_text(encoding="utf-8") if init.is_file() else ""
+    if LOADER_IMPORT in source:
+        return
+    tree = ast.parse(source)
+    line = 0
+    for node in tree.body:
+        is_docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node is tree.body[0]
+        is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if not (is_docstring or is_future):
+            break
+        line = node.end_lineno or line
+    lines = source.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    lines.insert(line, LOADER_IMPORT)
+    init.write_text("".join(lines), encoding="utf-8")
 
 
 def image_is_local(engine: str, image: str) -> bool:
@@ -156,11 +184,14 @@ def run_cibuildwheel(
         text = log.read_text(encoding="utf-8", errors="replace")
         if result.returncode != 0:
             if _PULL_FAILURE.search(text) and chosen_image:
-                raise UserError(f"cannot pull the build image {chosen_image} — run `nox -s image` and pass "
-                                f"`-- --image manylinux-offline:latest` (log: {log})")
+                raise UserError(
+                    f"cannot pull the build image {chosen_image} — run `nox -s image` and pass "
+                    f"`-- --image manylinux-offline:latest` (log: {log})"
+                )
             tail = "\n".join(text.strip().splitlines()[-25:])
-            raise UserError(f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n"
-                            f"{tail}")
+            raise UserError(
+                f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{tail}"
+            )
     wheels = tuple(sorted(out.glob("*.whl")))
     if len(wheels) != len(cells):
         console.print(f"warning: expected {len(cells)} wheels, cibuildwheel produced {len(wheels)}")

@@ -82,7 +82,7 @@ class ComponentTable(_Frozen):
         for name in among:
             entry = self.get(name, major)
             layout = entry.layout(os) if entry else None
-            if layout and any(fnmatch.fnmatch(library, pattern) for pattern in layout.libraries):
+            if layout and any(_matches(library, pattern, os) for pattern in layout.libraries):
                 return name
         return None
 
@@ -95,6 +95,13 @@ class ComponentTable(_Frozen):
             if layout:
                 patterns.extend(p for p in layout.libraries if p not in patterns)
         return patterns
+
+
+def _matches(library: str, pattern: str, os: OS) -> bool:
+    # Windows file names are case-insensitive; import tables spell DLL names as the linker was given them.
+    if os == "windows":
+        return fnmatch.fnmatchcase(library.lower(), pattern.lower())
+    return fnmatch.fnmatchcase(library, pattern)
 
 
 class Platform(_Frozen):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from .audit import audit_linux_wheel, wheel_python
+from .audit import audit_wheel, wheel_python
 from .build import ensure_image, host_platform_name, run_cibuildwheel, select_cells
 from .components import platforms
 from .errors import UserError
@@ -63,13 +63,13 @@ def check_wheel(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str)
     )
     started = time.monotonic()
     with step(f"audit {wheel.name}"):
-        record.audit = audit_linux_wheel(wheel, variant)
+        record.audit = audit_wheel(wheel, variant)
     record.timings["audit"] = round(time.monotonic() - started, 1)
     if not record.audit.passed:
         return record
     started = time.monotonic()
     with step(f"smoke {wheel.name} (fresh venvs, no GPU)"):
-        record.smoke = smoke(wheel, variant, cuda_wheel_dir, image)
+        record.smoke = smoke(wheel, variant, cuda_wheel_dir, image or None)
     record.timings["smoke"] = round(time.monotonic() - started, 1)
     return record
 

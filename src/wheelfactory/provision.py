@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from .components import OS, component_table
 from .errors import UserError
+from .pe import def_file
 from .plan import Variant
 from .progress import step
 from .render import requirement
@@ -117,10 +119,51 @@ def _relative_link(link: Path, target: Path) -> None:
     link.symlink_to(os.path.relpath(target, link.parent))
 
 
+# cublas64_12.dll -> cublas, nvrtc64_120_0.dll -> nvrtc, nvJitLink_130_0.dll -> nvJitLink, cudart64_110.dll -> cudart
+_DLL_LINK_NAME = re.compile(r"^(?P<stem>.+?)(?:64)?_\d+(?:_\d+)?(?:\.alt)?\.dll$", re.IGNORECASE)
+
+
+def link_name(dll: str) -> str:
+    """The name a linker is given (`cublas` for -lcublas / cublas.lib) for an NVIDIA DLL."""
+    match = _DLL_LINK_NAME.match(dll)
+    return match["stem"] if match else dll.removesuffix(".dll")
+
+
+def import_library_tool() -> list[str] | None:
+    """The command that turns X.def into X.lib: MSVC's lib.exe on Windows, mingw's dlltool elsewhere."""
+    if shutil.which("lib"):
+        return ["lib", "/nologo", "/machine:x64", "/def:{def}", "/out:{lib}"]
+    for dlltool in ("x86_64-w64-mingw32-dlltool", "dlltool"):
+        if shutil.which(dlltool):
+            return [dlltool, "-d", "{def}", "-l", "{lib}", "-m", "i386:x86-64"]
+    return None
+
+
+def _import_libraries(
+    site: Path, layout_dll_dir: str, libraries: tuple[str, ...], shipped: tuple[str, ...], lib_dir: Path
+) -> None:
+    """Copy the .lib files a wheel ships; make the missing ones from the DLLs' export tables."""
+    for rel in shipped:
+        if (site / rel).is_file():
+            shutil.copy2(site / rel, lib_dir / Path(rel).name)
+    tool = import_library_tool()
+    dll_dir = site / layout_dll_dir
+    for pattern in libraries:
+        for dll in sorted(dll_dir.glob(pattern)) if dll_dir.is_dir() else []:
+            target = lib_dir / f"{link_name(dll.name)}.lib"
+            if target.exists() or "builtins" in dll.name:
+                continue
+            definition = lib_dir / f"{link_name(dll.name)}.def"
+            definition.write_text(def_file(dll), encoding="utf-8")
+            if tool:
+                cmd = [a.replace("{def}", str(definition)).replace("{lib}", str(target)) for a in tool]
+                subprocess.run(cmd, check=True, capture_output=True)
+
+
 def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path) -> None:
     table = component_table()
     include = prefix / "include"
-    lib = prefix / "lib"
+    lib = prefix / ("lib/x64" if os_name == "windows" else "lib")
     bin_dir = prefix / "bin"
     for directory in (include, lib, bin_dir):
         directory.mkdir(parents=True, exist_ok=True)
@@ -133,6 +176,10 @@ def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path) -> 
         for rel in layout.include_dirs:
             if (site / rel).is_dir():
                 shutil.copytree(site / rel, include, dirs_exist_ok=True)
+        if os_name == "windows":
+            if layout.dll_dir:
+                _import_libraries(site, layout.dll_dir, layout.libraries, layout.import_libs, lib)
+            continue
         for rel in layout.tools:
             if (site / rel).is_file():
                 _relative_link(bin_dir / Path(rel).name, site / rel)

@@ -110,6 +110,11 @@ def linux_repair_command(variant: Variant) -> str:
     return f"auditwheel repair --only-plat -w {{dest_dir}} {excludes} {{wheel}}"
 
 
+def windows_repair_command(variant: Variant) -> str:
+    """delvewheel repair that vendors ordinary DLLs but never nvcuda.dll or a declared CUDA DLL (';' on Windows)."""
+    return f'delvewheel repair --exclude "{";".join(excluded_libraries(variant, "windows"))}" -w {{dest_dir}} {{wheel}}'
+
+
 def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object]:
     by_os: dict[str, list[str]] = {"linux": [], "windows": []}
     for name in variant.platforms():
@@ -127,7 +132,12 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
             "images": images,
             "repair": linux_repair_command(variant),
         }
-    windows = {"archs": [platforms()[n].cibw_arch for n in by_os["windows"]]} if by_os["windows"] else None
+    windows = None
+    if by_os["windows"]:
+        windows = {
+            "archs": [platforms()[n].cibw_arch for n in by_os["windows"]],
+            "repair": windows_repair_command(variant),
+        }
     pythons = sorted({c.python for c in variant.cells}, key=lambda v: tuple(int(p) for p in v.split(".")))
     classifiers = [
         "Development Status :: 4 - Beta",
@@ -161,6 +171,7 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
         "identifiers": [cell.identifier for cell in variant.cells],
         "linux": linux,
         "windows": windows,
+        "package_depth": len(variant.recipe.import_name.split(".")),
         "components": _component_specs(variant, optional=False),
         "optional": _component_specs(variant, optional=True),
     }

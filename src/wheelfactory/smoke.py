@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import email.parser
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from dataclasses import asdict, dataclass, field
 from importlib.resources import as_file, files
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from .audit import wheel_python
+from .audit import wheel_os, wheel_python
 from .components import component_table
 from .errors import UserError
 from .image import container_engine
@@ -56,45 +60,55 @@ class TierResult:
         return {**asdict(self), "passed": self.passed}
 
 
-class Machine:
-    """A clean, GPU-free machine for the smoke tiers: a fresh container of the build image, with no network.
+class Machine(Protocol):
+    """Where the smoke tiers run: a clean, GPU-free machine holding the wheel and the CUDA wheels."""
+
+    wheels: str  # directory holding the wheel under test
+    cuda_wheels: str  # directory holding NVIDIA's wheels, for offline installs
+    probe: str  # path of smoke_probe.py
+
+    def base_python(self, version: str) -> str: ...
+
+    def venv_python(self, venv: str) -> str: ...
+
+    def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]: ...
+
+    def close(self) -> None: ...
+
+
+class ContainerMachine:
+    """Linux: a fresh container of the build image, with no network.
 
     The host may have CUDA installed (a toolkit in ld.so.conf, say), which would let a broken wheel pass tier 1;
     a container of the build image has none. The wheel and the provisioned CUDA wheels are mounted read-only.
     """
 
-    WHEELS = "/smoke/wheels"
-    CUDA_WHEELS = "/smoke/cuda-wheels"
-    PROBE = "/smoke/probe.py"
+    wheels = "/smoke/wheels"
+    cuda_wheels = "/smoke/cuda-wheels"
+    probe = "/smoke/probe.py"
+    venv_root = "/smoke/venv"
 
     def __init__(self, image: str, wheel_dir: Path, cuda_wheel_dir: Path) -> None:
         self.engine = container_engine()
         with as_file(PROBE_SOURCE) as probe:
-            started = subprocess.run(
-                [
-                    self.engine,
-                    "run",
-                    "--detach",
-                    "--rm",
-                    "--network",
-                    "none",
-                    "--volume",
-                    f"{wheel_dir}:{self.WHEELS}:ro",
-                    "--volume",
-                    f"{cuda_wheel_dir}:{self.CUDA_WHEELS}:ro",
-                    "--volume",
-                    f"{probe}:{self.PROBE}:ro",
-                    image,
-                    "sleep",
-                    "infinity",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            mounts = [
+                f"{wheel_dir}:{self.wheels}:ro",
+                f"{cuda_wheel_dir}:{self.cuda_wheels}:ro",
+                f"{probe}:{self.probe}:ro",
+            ]
+            cmd = [self.engine, "run", "--detach", "--rm", "--network", "none"]
+            cmd += [arg for mount in mounts for arg in ("--volume", mount)]
+            started = subprocess.run([*cmd, image, "sleep", "infinity"], capture_output=True, text=True, check=False)
         if started.returncode != 0:
             raise UserError(f"cannot start a smoke container from {image}: {started.stderr.strip()}")
         self.container = started.stdout.strip()
+
+    def base_python(self, version: str) -> str:
+        tag = f"cp{version.replace('.', '')}"
+        return f"/opt/python/{tag}-{tag}/bin/python"
+
+    def venv_python(self, venv: str) -> str:
+        return f"{venv}/bin/python"
 
     def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -109,19 +123,56 @@ class Machine:
         subprocess.run([self.engine, "rm", "--force", self.container], capture_output=True, check=False)
 
 
+class HostMachine:
+    """Windows: the runner itself (the release pipeline smokes on a clean runner of another image)."""
+
+    def __init__(self, wheel_dir: Path, cuda_wheel_dir: Path) -> None:
+        self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
+        self.wheels, self.cuda_wheels = str(wheel_dir), str(cuda_wheel_dir)
+        self.venv_root = str(self.scratch / "venv")
+        self.probe = str(self.scratch / "smoke_probe.py")
+        Path(self.probe).write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
+
+    def base_python(self, version: str) -> str:
+        launcher = shutil.which("py")
+        if launcher:
+            found = subprocess.run(
+                [launcher, f"-{version}", "-c", "import sys; print(sys.executable)"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if found.returncode == 0:
+                return found.stdout.strip()
+        on_path = shutil.which(f"python{version}")
+        if on_path:
+            return on_path
+        raise UserError(f"no Python {version} on this host to smoke-test its wheel — install it")
+
+    def venv_python(self, venv: str) -> str:
+        return str(Path(venv) / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
+
+    def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
+        return subprocess.run(
+            argv, capture_output=True, text=True, check=False, timeout=timeout, env=env, cwd=self.scratch
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
 class Venv:
     """A fresh virtual environment inside a Machine."""
 
-    def __init__(self, machine: Machine, python_version: str, where: str = "/smoke/venv") -> None:
+    def __init__(self, machine: Machine, python_version: str, where: str) -> None:
         self.machine = machine
-        tag = f"cp{python_version.replace('.', '')}"
-        python = f"/opt/python/{tag}-{tag}/bin/python"
-        created = machine.run([python, "-m", "venv", where])
+        created = machine.run([machine.base_python(python_version), "-m", "venv", where])
         if created.returncode != 0:
             raise UserError(
                 f"cannot create a Python {python_version} venv in the smoke container: {created.stderr.strip()[-300:]}"
             )
-        self.python = f"{where}/bin/python"
+        self.python = machine.venv_python(where)
         probe = machine.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
         self.site = probe.stdout.strip()
 
@@ -132,7 +183,7 @@ class Venv:
 
     def probe(self, statement: str, expect: str, hint: str | None = None, site: bool = False) -> Check:
         spec = {"statement": statement, "expect": expect, "hint": hint, "site": self.site if site else None}
-        run = self.machine.run([self.python, "-W", "error", "-I", Machine.PROBE, json.dumps(spec)], timeout=300)
+        run = self.machine.run([self.python, "-W", "error", "-I", self.machine.probe, json.dumps(spec)], timeout=300)
         label = f"{statement} → {'ImportError' if expect == 'import_error' else 'ok'}"
         if run.returncode != 0 or not run.stdout.strip():
             return Check(label, False, f"probe exited {run.returncode}: {run.stderr.strip()[-500:]}")
@@ -164,7 +215,7 @@ def _modules(variant: Variant) -> tuple[list[str], list[str], list[str]]:
 
 def tier1(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
     result = TierResult(1)
-    installed = venv.install("--no-deps", f"{Machine.WHEELS}/{wheel.name}")
+    installed = venv.install("--no-deps", str(PurePosixPath(venv.machine.wheels) / wheel.name))
     result.checks.append(
         Check("install the wheel alone (--no-deps)", installed.returncode == 0, installed.stderr.strip()[-500:])
     )
@@ -189,9 +240,9 @@ def tier2(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
         for c in variant.components(optional=True)
         if (e := component_table().get(c, variant.major)) and e.linux
     )
-    inside = f"{Machine.WHEELS}/{wheel.name}"
+    inside = str(PurePosixPath(venv.machine.wheels) / wheel.name)
     target = f"{inside}[{','.join(extras)}]" if extras else inside
-    installed = venv.install("--find-links", Machine.CUDA_WHEELS, target)
+    installed = venv.install("--find-links", venv.machine.cuda_wheels, target)
     result.checks.append(
         Check(
             f"install with its CUDA wheels ({', '.join(extras) or 'no extras'})",
@@ -246,12 +297,23 @@ def tier3(wheel: Path, variant: Variant) -> TierResult:
     return result
 
 
-def smoke(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str) -> list[TierResult]:
-    """Tiers 1 and 2 in a fresh container of `image` (stopping at the first that fails), then tier 3."""
+def smoke(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str | None) -> list[TierResult]:
+    """Tiers 1 and 2 on a clean machine (stopping at the first that fails), then tier 3.
+
+    Linux wheels: a fresh container of `image`. Windows wheels: this host, which must be a Windows runner.
+    """
     results = []
-    machine = Machine(image, wheel.parent.resolve(), cuda_wheel_dir.resolve())
+    machine: ContainerMachine | HostMachine
+    if wheel_os(wheel) == "linux":
+        if image is None:
+            raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
+        machine = ContainerMachine(image, wheel.parent.resolve(), cuda_wheel_dir.resolve())
+    else:
+        if sys.platform != "win32":
+            raise UserError(f"{wheel.name}: Windows wheels are smoke-tested on Windows")
+        machine = HostMachine(wheel.parent.resolve(), cuda_wheel_dir.resolve())
     try:
-        venv = Venv(machine, wheel_python(wheel))
+        venv = Venv(machine, wheel_python(wheel), machine.venv_root)
         for tier in (1, 2):
             started = time.monotonic()
             outcome = tier1(venv, wheel, variant) if tier == 1 else tier2(venv, wheel, variant)

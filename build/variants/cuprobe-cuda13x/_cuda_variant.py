@@ -16,3 +16,32 @@ COMPONENTS = {
 OPTIONAL = {
     "nccl": ("nvidia-nccl-cu13", "nvidia/nccl/lib", None, ("libnccl.so.2",)),
 }
+
+
+def _add_cuda_dll_directories() -> None:
+    """Windows: let the extensions find NVIDIA's DLLs in site-packages, and %CUDA_PATH%\\bin when set.
+
+    Since Python 3.8, PATH no longer serves DLL dependencies of extension modules. This runs when the package is
+    imported, before any extension loads; it is idempotent, does nothing elsewhere, and leaves delvewheel's own
+    patch (for the DLLs it vendored) to do its part.
+    """
+    import os
+    import sys
+
+    if sys.platform != "win32" or globals().get("_DLL_DIRECTORIES") is not None:
+        return
+    site = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(1):
+        site = os.path.dirname(site)
+    directories = [os.path.join(site, *spec[2].split("/")) for spec in (*COMPONENTS.values(), *OPTIONAL.values())
+                   if spec[2]]
+    if os.environ.get("CUDA_PATH"):
+        directories.append(os.path.join(os.environ["CUDA_PATH"], "bin"))
+    handles = []
+    for directory in dict.fromkeys(directories):
+        if os.path.isdir(directory):
+            handles.append(os.add_dll_directory(directory))
+    globals()["_DLL_DIRECTORIES"] = handles  # keep the handles: closing one removes its directory
+
+
+_add_cuda_dll_directories()

@@ -1,0 +1,57 @@
+"""What the Windows audit and provisioning need from PE files, read with pefile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pefile
+
+
+@dataclass(frozen=True)
+class PeInfo:
+    imports: tuple[str, ...]  # DLLs loaded with the module (import table)
+    delay_imports: tuple[str, ...]  # DLLs loaded at first call (delay-load table)
+    machine: int
+
+
+def is_pe(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(2) == b"MZ"
+
+
+def read_pe(path: Path) -> PeInfo:
+    pe = pefile.PE(str(path), fast_load=True)
+    try:
+        pe.parse_data_directories(
+            directories=[
+                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
+                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
+            ]
+        )
+        imports = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", []))
+        delayed = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []))
+        return PeInfo(imports, delayed, pe.FILE_HEADER.Machine)
+    finally:
+        pe.close()
+
+
+def exports(dll: Path) -> list[str]:
+    """The names a DLL exports, in its export table's order (ordinal-only exports have no name to link)."""
+    pe = pefile.PE(str(dll), fast_load=True)
+    try:
+        pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXPORT"]])
+        table = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
+        return [s.name.decode() for s in table.symbols if s.name] if table else []
+    finally:
+        pe.close()
+
+
+def def_file(dll: Path) -> str:
+    """A module-definition (.def) file for `dll`, from which lib.exe (or dlltool) makes an import library.
+
+    Most NVIDIA wheels ship DLLs without the .lib a linker needs; the export table has everything required.
+    """
+    lines = [f"LIBRARY {dll.name}", "EXPORTS"]
+    lines += [f"    {name}" for name in exports(dll)]
+    return "\n".join(lines) + "\n"
