@@ -5,6 +5,8 @@ The GitHub Actions release pipeline runs these very sessions, with the arguments
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -57,6 +59,13 @@ def smoke(session: nox.Session) -> None:
 
 
 @nox.session
+def verify(session: nox.Session) -> None:
+    """The release gate: exactly the planned wheels, `twine check --strict`, size limits (`-- dist/`)."""
+    _engine(session, "build")
+    session.run("python", "-m", "wheelfactory", "verify", *session.posargs)
+
+
+@nox.session
 def image(session: nox.Session) -> None:
     """Build the offline manylinux-compatible image `manylinux-offline:latest` from Debian packages."""
     _engine(session)
@@ -72,8 +81,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy."""
+    """ruff, mypy, zizmor and the GitHub workflow schema."""
     _engine(session, "build", "lint")
     session.run("ruff", "check", "src", "tests", "noxfile.py", "bench")
     session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench")
     session.run("mypy")
+    session.run("zizmor", "--offline", ".github/workflows")
+    workflows = sorted(str(p) for p in Path(".github/workflows").glob("*.yml"))
+    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
+    session.run("check-jsonschema", "--builtin-schema", "vendor.dependabot", ".github/dependabot.yml")

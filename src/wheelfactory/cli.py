@@ -45,6 +45,12 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     plan = make_plan(_root(args), _matrix(args))
     jobs = [job.as_json() for job in plan.jobs()]
+    if args.job:
+        job = next((j for j in jobs if j["id"] == args.job), None)
+        if job is None:
+            raise UserError(f"no job {args.job!r} in the plan — `nox -s plan` lists them (the id field)")
+        print(job["command"])
+        return 0
     print(json.dumps({"include": jobs}, indent=None if args.compact else 2))
     return 0
 
@@ -72,6 +78,26 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 0 if all(r.passed for r in records) else 1
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .verify import verify
+
+    if args.plan:
+        try:
+            jobs = json.loads(Path(args.plan).read_text(encoding="utf-8"))["include"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise UserError(f"{args.plan}: not a plan from `nox -s plan` ({exc}) — regenerate it") from None
+    else:
+        jobs = [job.as_json() for job in make_plan(_root(args), _matrix(args)).jobs()]
+    wheels = sorted(w for p in args.wheels for w in (p.glob("*.whl") if p.is_dir() else [p]))
+    problems = verify(jobs, wheels)
+    for problem in problems:
+        console.print(problem, markup=False)
+    if problems:
+        return 1
+    console.print(f"{len(wheels)} wheels: exactly the {len(jobs)} the plan promised, twine-clean, within size limits")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="wheelfactory", description=__doc__)
     top.add_argument("--root", default=".", help="project root holding matrix.yaml, recipes/ and templates/")
@@ -85,6 +111,7 @@ def parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the CI job matrix as JSON")
     plan.add_argument("--matrix", help="another matrix file")
     plan.add_argument("--compact", action="store_true", help="one line, for $GITHUB_OUTPUT")
+    plan.add_argument("--job", help="print only the command that reproduces this CI job (its id)")
     plan.set_defaults(run=cmd_plan)
 
     build = sub.add_parser("build", help="build, repair, audit and smoke the wheels of one CUDA major")
@@ -100,6 +127,12 @@ def parser() -> argparse.ArgumentParser:
     smoke.add_argument("wheels", nargs="+", type=Path)
     smoke.add_argument("--image", help="the clean machine's image (default: the matrix's build image)")
     smoke.set_defaults(run=cmd_smoke)
+
+    check = sub.add_parser("verify", help="the release gate: exactly the planned wheels, twine-clean, sized")
+    check.add_argument("wheels", nargs="+", type=Path, help="wheels, or directories holding them")
+    check.add_argument("--plan", help="the JSON `plan` printed (default: plan anew from matrix.yaml)")
+    check.add_argument("--matrix", help="another matrix file")
+    check.set_defaults(run=cmd_verify)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
     image.add_argument("--tag", default="manylinux-offline:latest")

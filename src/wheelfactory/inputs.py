@@ -62,7 +62,8 @@ class Strict(BaseModel):
 
 
 class PlatformSettings(Strict):
-    runner: str = Field(min_length=1)
+    runner: str = Field(min_length=1)  # the CI runner that builds
+    smoke_runner: str | None = Field(default=None, min_length=1)  # a clean runner of another image that smokes
     image: str | None = Field(default=None, min_length=1)
 
 

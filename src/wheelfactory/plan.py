@@ -72,9 +72,13 @@ class Job:
 
     id: str
     runner: str
+    smoke_runner: str
     session: str
     args: tuple[str, ...]
     recipe: str
+    dist_name: str
+    version: str
+    size_limit_mb: int
     cuda: int
     python: str
     platform: str
@@ -87,10 +91,14 @@ class Job:
         return {
             "id": self.id,
             "runner": self.runner,
+            "smoke_runner": self.smoke_runner,
             "session": self.session,
             "args": list(self.args),
             "command": self.command,
             "recipe": self.recipe,
+            "dist_name": self.dist_name,
+            "version": self.version,
+            "size_limit_mb": self.size_limit_mb,
             "cuda": self.cuda,
             "python": self.python,
             "platform": self.platform,
@@ -111,9 +119,13 @@ class Plan:
                     Job(
                         id=f"{variant.dist_name}-{cell.identifier}",
                         runner=settings.runner,
+                        smoke_runner=settings.smoke_runner or settings.runner,
                         session=f"build-cuda{variant.major}",
                         args=("--recipe", variant.recipe.name, "--python", cell.python, "--platform", cell.os),
                         recipe=variant.recipe.name,
+                        dist_name=variant.dist_name,
+                        version=variant.recipe.version,
+                        size_limit_mb=variant.recipe.size_limit_mb,
                         cuda=variant.major,
                         python=cell.python,
                         platform=cell.platform,

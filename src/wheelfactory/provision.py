@@ -129,10 +129,28 @@ def link_name(dll: str) -> str:
     return match["stem"] if match else dll.removesuffix(".dll")
 
 
+def _msvc_lib_exe() -> str | None:
+    """lib.exe of the newest Visual Studio, found with vswhere (GitHub's Windows runners keep it off PATH)."""
+    vswhere = Path(os.environ.get("PROGRAMFILES(X86)", r"C:\Program Files (x86)")) / (
+        "Microsoft Visual Studio/Installer/vswhere.exe"
+    )
+    if sys.platform != "win32" or not vswhere.is_file():
+        return None
+    found = subprocess.run(
+        [str(vswhere), "-latest", "-products", "*", "-find", r"VC\Tools\MSVC\**\bin\Hostx64\x64\lib.exe"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    candidates = found.stdout.split()
+    return candidates[-1] if candidates else None
+
+
 def import_library_tool() -> list[str] | None:
     """The command that turns X.def into X.lib: MSVC's lib.exe on Windows, mingw's dlltool elsewhere."""
-    if shutil.which("lib"):
-        return ["lib", "/nologo", "/machine:x64", "/def:{def}", "/out:{lib}"]
+    lib_exe = shutil.which("lib") or _msvc_lib_exe()
+    if lib_exe:
+        return [lib_exe, "/nologo", "/machine:x64", "/def:{def}", "/out:{lib}"]
     for dlltool in ("x86_64-w64-mingw32-dlltool", "dlltool"):
         if shutil.which(dlltool):
             return [dlltool, "-d", "{def}", "-l", "{lib}", "-m", "i386:x86-64"]

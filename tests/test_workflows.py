@@ -1,0 +1,140 @@
+"""The GitHub Actions workflows: every job runs an existing nox session, the release matrix comes from
+`nox -s plan`, the workflows are hardened, and each CI job is reproduced locally by the README's recipe."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wheelfactory.cli import main
+
+from .conftest import REPO
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+SHA_PIN = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    # YAML 1.1 reads the key `on` as True; keep the workflow's own spelling.
+    data: dict[Any, Any] = yaml.load(path.read_text(), Loader=yaml.BaseLoader)
+    return data
+
+
+def _steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(name, step) for name, job in workflow["jobs"].items() for step in job.get("steps", [])]
+
+
+@pytest.fixture(scope="module")
+def sessions() -> set[str]:
+    listed = subprocess.run([sys.executable, "-m", "nox", "-l"], cwd=REPO, capture_output=True, text=True, check=True)
+    # "* name -> doc" (run by default) or "- name -> doc"
+    return set(re.findall(r"^[*-] (\S+) ->", listed.stdout, flags=re.MULTILINE))
+
+
+@pytest.fixture(scope="module")
+def plan() -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [sys.executable, "-m", "wheelfactory", "--root", str(REPO), "plan", "--compact"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    jobs: list[dict[str, Any]] = json.loads(result.stdout)["include"]
+    return jobs
+
+
+def test_nox_lists_every_session_the_design_names(sessions: set[str]) -> None:
+    assert {
+        "build-cuda11",
+        "build-cuda12",
+        "build-cuda13",
+        "render",
+        "plan",
+        "smoke",
+        "image",
+        "tests",
+        "lint",
+        "verify",
+    } <= sessions
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_nox_command_is_an_existing_session(path: Path, sessions: set[str], plan: list[dict[str, Any]]) -> None:
+    for _, step in _steps(_load(path)):
+        for session in re.findall(r"\bnox -s (\S+)", step.get("run", "")):
+            if session == '"$SESSION"':  # the build job: the plan entry's session
+                assert {job["session"] for job in plan} <= sessions
+            else:
+                assert session in sessions, (path.name, session)
+
+
+def test_release_matrix_comes_from_nox_plan() -> None:
+    release = _load(REPO / ".github/workflows/release.yml")
+    plan_runs = " ".join(step.get("run", "") for step in release["jobs"]["plan"]["steps"])
+    assert "nox -s plan -- --compact" in plan_runs
+    for job in ("build", "smoke"):
+        assert release["jobs"][job]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert release["jobs"]["build"]["runs-on"] == "${{ matrix.runner }}"
+    assert release["jobs"]["smoke"]["runs-on"] == "${{ matrix.smoke_runner }}"
+
+
+def _build_step(release: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in release["jobs"]["build"]["steps"] if "nox -s" in s.get("run", ""))
+
+
+def _shell_command(step: dict[str, Any], job: dict[str, Any]) -> str:
+    """What bash runs for this plan entry: the step's env expressions evaluated, then the variables expanded."""
+    values = {"SESSION": job["session"], "ARGS": " ".join(job["args"])}
+    assert step["env"] == {"SESSION": "${{ matrix.session }}", "ARGS": "${{ join(matrix.args, ' ') }}"}
+    command = step["run"].replace('"$SESSION"', values["SESSION"]).replace("$ARGS", values["ARGS"])
+    return " ".join(command.split())
+
+
+def test_each_build_job_runs_what_the_readme_recipe_prints(
+    plan: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "nox -s plan -- --job" in readme  # the recipe the README gives for reproducing a CI job
+    step = _build_step(_load(REPO / ".github/workflows/release.yml"))
+    for job in plan:
+        capsys.readouterr()
+        assert main(["--root", str(REPO), "plan", "--job", job["id"]]) == 0
+        reproduced = capsys.readouterr().out.strip()
+        assert _shell_command(step, job) == reproduced == job["command"]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_is_hardened(path: Path) -> None:
+    text = path.read_text()
+    workflow = _load(path)
+    assert workflow["permissions"] == {}
+    for name, job in workflow["jobs"].items():
+        assert "permissions" in job, f"{name} sets no permissions of its own"
+        if job["permissions"].get("id-token") == "write":
+            assert name == "publish"
+    for name, step in _steps(workflow):
+        if "uses" in step:
+            assert SHA_PIN.match(step["uses"]), step["uses"]
+            line = next(line for line in text.splitlines() if step["uses"] in line)
+            assert re.search(r"# v\d", line), f"{step['uses']} has no version comment"
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step["with"]["persist-credentials"] == "false"
+        assert "${{" not in step.get("run", ""), f"{name}: expression inline in a shell step"
+        assert "cache" not in step.get("with", {}), f"{name}: caches are off in CI and release runs"
+
+
+def test_concurrency_cancels_superseded_pull_requests_but_never_a_tag_run() -> None:
+    ci = _load(REPO / ".github/workflows/ci.yml")
+    release = _load(REPO / ".github/workflows/release.yml")
+    assert ci["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    assert release["concurrency"]["cancel-in-progress"] == "false"
+    publish = release["jobs"]["publish"]
+    assert publish["if"] == "startsWith(github.ref, 'refs/tags/v')"
+    assert publish["environment"]["name"] == "pypi"
