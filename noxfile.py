@@ -5,6 +5,7 @@ The GitHub Actions release pipeline runs these very sessions, with the arguments
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import nox
@@ -14,6 +15,7 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "tests"]
 
 CUDA_MAJORS = (11, 12, 13)
+NO_GPU = 4  # wheelfactory.gpu_check's exit status when this machine has no GPU
 
 
 def _engine(session: nox.Session, *extras: str) -> None:
@@ -56,6 +58,24 @@ def smoke(session: nox.Session) -> None:
     """Re-run the GPU-free smoke tiers on given wheels (`-- dist/*.whl`)."""
     _engine(session, "build")
     session.run("python", "-m", "wheelfactory", "smoke", *session.posargs)
+
+
+@nox.session(name="gpu-check")
+def gpu_check(session: nox.Session) -> None:
+    """Run the recipes' GPU checks on given wheels, each in a fresh venv (`-- dist/*.whl`); needs an NVIDIA GPU.
+
+    Exit status 4 (not nox's 1) when this machine has no GPU, so callers can tell "no GPU" from a failure.
+    """
+    _engine(session)
+    wheels = [arg for arg in session.posargs if arg.endswith(".whl")]
+    options = [arg for arg in session.posargs if not arg.endswith(".whl")]
+    command = [str(Path(session.bin) / "python"), "-m", "wheelfactory.gpu_check", *options, "--wheel", *wheels]
+    session.log(" ".join(command))
+    status = subprocess.call(command)
+    if status == NO_GPU:
+        raise SystemExit(NO_GPU)
+    if status:
+        session.error(f"GPU checks failed (exit {status})")
 
 
 @nox.session

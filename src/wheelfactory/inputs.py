@@ -119,6 +119,11 @@ class Smoke(Strict):
     with_cuda: list[str] = []  # commands that must succeed once the CUDA wheels are installed (tier 2)
 
 
+class GpuCheck(Strict):
+    name: str = Field(min_length=1)
+    run: str = Field(min_length=1)  # Python run with the package installed on a GPU machine; may call skip(reason)
+
+
 class Recipe(Strict):
     name: str
     version: str
@@ -132,6 +137,7 @@ class Recipe(Strict):
     dependencies: list[str] = []
     size_limit_mb: int = Field(default=100, ge=1)
     smoke: Smoke = Smoke()
+    gpu_checks: list[GpuCheck] = []
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -389,6 +395,16 @@ def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix, table: Componen
         problems.append(src.problem(("import",), f"{recipe.import_name!r} is not a Python module name"))
 
     problems.extend(_check_source(recipe.source, src))
+    for i, check in enumerate(recipe.gpu_checks):
+        try:
+            compile(check.run, f"gpu_checks[{i}]", "exec")
+        except SyntaxError as exc:
+            problems.append(
+                src.problem(
+                    ("gpu_checks", i, "run"),
+                    f"not valid Python: {exc.msg} (line {exc.lineno} of the check) — fix the code",
+                )
+            )
 
     try:
         Version(recipe.version)

@@ -172,6 +172,7 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
         "linux": linux,
         "windows": windows,
         "package_depth": len(variant.recipe.import_name.split(".")),
+        "gpu_checks": [(check.name, check.run) for check in variant.recipe.gpu_checks],
         "components": _component_specs(variant, optional=False),
         "optional": _component_specs(variant, optional=True),
     }
