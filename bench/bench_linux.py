@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ sys.path.insert(0, str(REPO / "src"))
 from wheelfactory import provision as provisioning  # noqa: E402
 from wheelfactory.build import stage  # noqa: E402
 from wheelfactory.pipeline import BuildRequest, build  # noqa: E402
-from wheelfactory.plan import make_plan  # noqa: E402
+from wheelfactory.plan import copy_inputs, make_plan  # noqa: E402
 from wheelfactory.render import render_plan  # noqa: E402
 
 HAND_WRITTEN = """
@@ -55,15 +54,6 @@ repair-wheel-command = "auditwheel repair -w {{dest_dir}} {excludes} {{wheel}}"
 EXCLUDES = ["libcuda.so.1", "libcudart.so.12", "libcublas*.so.12", "libnvrtc*.so.12*", "libnccl.so.2"]
 
 
-def _scratch(base: Path) -> Path:
-    root = base / "project"
-    root.mkdir()
-    shutil.copy(REPO / "matrix.yaml", root / "matrix.yaml")
-    shutil.copytree(REPO / "recipes", root / "recipes")
-    shutil.copytree(REPO / "templates", root / "templates")
-    return root
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--image", default="manylinux-offline:latest")
@@ -71,14 +61,17 @@ def main() -> int:
     figures: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="wf-bench-") as scratch_text:
         scratch = Path(scratch_text)
-        root = _scratch(scratch)
+        root = copy_inputs(REPO, scratch / "project")
         variant = next(v for v in make_plan(root).variants if v.major == 12)
 
         # (b) cold provisioning into an empty cache, then warm.
+        # Cold: an empty factory cache, and pip's own HTTP cache bypassed, so every wheel comes from the index.
         os.environ["WHEELFACTORY_CACHE"] = str(scratch / "cold-cache")
+        os.environ["PIP_NO_CACHE_DIR"] = "1"
         started = time.monotonic()
         toolkit = provisioning.provision(variant)
         cold = time.monotonic() - started
+        del os.environ["PIP_NO_CACHE_DIR"]
         started = time.monotonic()
         warm_toolkit = provisioning.provision(variant)
         warm = time.monotonic() - started
@@ -108,9 +101,10 @@ def main() -> int:
                 "linux",
                 "--output-dir",
                 str(scratch / "plain-out"),
-                str(plain_stage),
+                ".",
             ],
             env=env,
+            cwd=plain_stage,
             check=True,
             capture_output=True,
         )

@@ -9,18 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from wheelfactory.plan import copy_inputs
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A scratch copy of the project's inputs: matrix.yaml, recipes/ and templates/."""
-    root = tmp_path / "project"
-    root.mkdir()
-    shutil.copy(REPO / "matrix.yaml", root / "matrix.yaml")
-    shutil.copytree(REPO / "recipes", root / "recipes", ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    shutil.copytree(REPO / "templates", root / "templates")
-    return root
+    return copy_inputs(REPO, tmp_path / "project")
 
 
 def docker_available() -> str | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.audit import audit_wheel
+from wheelfactory.cli import main
 from wheelfactory.elf import read_elf
 from wheelfactory.pipeline import BuildRequest, build
-from wheelfactory.plan import Variant, make_plan
+from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.provision import provision
 from wheelfactory.repair import pack, unpack
 from wheelfactory.report import WheelRecord
@@ -43,17 +43,8 @@ def offline_image(docker: None) -> str:
     return IMAGE
 
 
-def _scratch_project(base: Path) -> Path:
-    root = base / "project"
-    root.mkdir()
-    shutil.copy(REPO / "matrix.yaml", root / "matrix.yaml")
-    shutil.copytree(REPO / "recipes", root / "recipes")
-    shutil.copytree(REPO / "templates", root / "templates")
-    return root
-
-
 def _build(base: Path, cuda: int, image: str, extra_env: dict[str, str] | None = None) -> tuple[Path, WheelRecord]:
-    root = _scratch_project(base)
+    root = copy_inputs(REPO, base / "project")
     records = build(BuildRequest(root, cuda, ["3.12"], [], image, None, extra_env=extra_env))
     assert len(records) == 1
     return root, records[0]
@@ -243,3 +234,27 @@ def test_warm_provisioning_downloads_nothing(built12: tuple[Path, WheelRecord]) 
     assert (toolkit.prefix / "include" / "cuda_runtime_api.h").is_file()
     assert (toolkit.prefix / "include" / "crt" / "host_config.h").is_file()
     assert (toolkit.prefix / "lib" / "libcublas.so").resolve().name == "libcublas.so.12"
+
+
+def test_an_image_that_cannot_be_pulled_names_the_offline_image(
+    docker: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = copy_inputs(REPO, tmp_path / "project")
+    status = main(
+        [
+            "--root",
+            str(root),
+            "build",
+            "--cuda",
+            "12",
+            "--python",
+            "3.12",
+            "--image",
+            "registry.invalid/wheelfactory/none:1",
+        ]
+    )
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "cannot pull the build image registry.invalid/wheelfactory/none:1" in err
+    assert "nox -s image" in err and "--image manylinux-offline:latest" in err
+    assert not (root / "dist").exists()

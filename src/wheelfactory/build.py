@@ -120,6 +120,9 @@ def inject_loader(init: Path) -> None:
     init.write_text("".join(lines), encoding="utf-8")
 
 
+PULL_TIMEOUT_S = 300
+
+
 def image_is_local(engine: str, image: str) -> bool:
     return subprocess.run([engine, "image", "inspect", image], capture_output=True, check=False).returncode == 0
 
@@ -129,10 +132,15 @@ def ensure_image(image: str) -> None:
     engine = container_engine()
     if image_is_local(engine, image):
         return
-    with step(f"pull {image}"):
-        pulled = subprocess.run([engine, "pull", image], capture_output=True, text=True, check=False, timeout=900)
-    if pulled.returncode != 0:
-        reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
+    try:
+        with step(f"pull {image}"):
+            pulled = subprocess.run(
+                [engine, "pull", image], capture_output=True, text=True, check=False, timeout=PULL_TIMEOUT_S
+            )
+        reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1] if pulled.returncode else ""
+    except subprocess.TimeoutExpired:
+        reason = f"no answer from the registry in {PULL_TIMEOUT_S} s"
+    if reason:
         raise UserError(
             f"cannot pull the build image {image}: {reason} — on a host without registry access, "
             "build the offline image with `nox -s image` and pass `-- --image manylinux-offline:latest`"
@@ -152,9 +160,6 @@ def run_cibuildwheel(
     platform_name = cells[0].platform
     info = platforms()[platform_name]
     chosen_image = image or variant.cuda.platforms[platform_name].image
-    if info.os == "linux":
-        assert chosen_image is not None
-        ensure_image(chosen_image)
     staged = stage(rendered, build_root)
     out = build_root / "wheelhouse" / variant.dist_name
     shutil.rmtree(out, ignore_errors=True)

@@ -555,29 +555,29 @@ def _check_source(source: Source, src: SourceMap) -> list[Problem]:
                 raise InvalidSpecifier
         except (InvalidRequirement, InvalidSpecifier):
             problems.append(src.problem((*at, "sdist"), f'{source.sdist!r} is not pinned — write "name==1.2.3"'))
-        if source.sha256 is None or not (len(source.sha256) == 64 and _HEX_RE.match(source.sha256)):
-            problems.append(
-                src.problem(
-                    (*at, "sha256") if source.sha256 else at,
-                    "an sdist source needs sha256: the 64 lowercase hex digits of the archive",
-                )
-            )
+        problems += _hex_pin(
+            source, "sha256", 64, "an sdist source needs sha256: the 64 lowercase hex digits of the archive", src
+        )
         if source.rev is not None:
             problems.append(src.problem((*at, "rev"), "rev belongs to git sources — remove it", key=True))
     else:
         assert source.git is not None
         if not re.match(r"^(https://|ssh://|git@)", source.git):
             problems.append(src.problem((*at, "git"), f"{source.git!r} is not a git URL — use https://…"))
-        if source.rev is None or not (len(source.rev) == 40 and _HEX_RE.match(source.rev)):
-            problems.append(
-                src.problem(
-                    (*at, "rev") if source.rev else at,
-                    "a git source needs rev: a full 40-digit commit SHA (tags and branches move)",
-                )
-            )
+        problems += _hex_pin(
+            source, "rev", 40, "a git source needs rev: a full 40-digit commit SHA (tags and branches move)", src
+        )
         if source.sha256 is not None:
             problems.append(src.problem((*at, "sha256"), "sha256 belongs to sdist sources — remove it", key=True))
     return problems
+
+
+def _hex_pin(source: Source, key: str, digits: int, message: str, src: SourceMap) -> list[Problem]:
+    """A hash or commit that pins a source: exactly `digits` lowercase hex digits."""
+    value = getattr(source, key)
+    if value is not None and len(value) == digits and _HEX_RE.match(value):
+        return []
+    return [src.problem(("source", key) if value else ("source",), message)]
 
 
 def requires_python(matrix: Matrix) -> SpecifierSet:

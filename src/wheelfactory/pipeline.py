@@ -104,6 +104,9 @@ def _build_variant(
     rendered: RenderedVariant, cells: list[Cell], request: BuildRequest, build_root: Path, dist: Path
 ) -> list[WheelRecord]:
     variant = rendered.variant
+    image = request.image or variant.cuda.platforms[cells[0].platform].image
+    if image:  # Linux: know that the build image can be had before downloading any CUDA wheel
+        ensure_image(image)
     started = time.monotonic()
     toolkit = provision(variant, cells[0].os, platforms()[cells[0].platform].cibw_arch)
     provision_s = round(time.monotonic() - started, 1)

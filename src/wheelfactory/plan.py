@@ -6,6 +6,7 @@ build settings) comes from its one matrix record.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,20 @@ class Plan:
                     )
                 )
         return jobs
+
+
+INPUTS = ("matrix.yaml", "recipes", "templates")
+
+
+def copy_inputs(root: Path, target: Path) -> Path:
+    """A copy of a project's inputs (matrix, recipes, templates) at `target`, to build or render elsewhere."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in INPUTS:
+        if (root / name).is_dir():
+            shutil.copytree(root / name, target / name, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        else:
+            shutil.copy2(root / name, target / name)
+    return target
 
 
 def recipe_paths(root: Path) -> list[Path]:
