@@ -22,6 +22,7 @@ from wheelfactory.provision import provision
 from wheelfactory.repair import pack, unpack
 from wheelfactory.report import WheelRecord
 from wheelfactory.smoke import smoke
+from wheelfactory.verify import verify
 
 from .conftest import REPO
 
@@ -258,3 +259,22 @@ def test_an_image_that_cannot_be_pulled_names_the_offline_image(
     assert "cannot pull the build image registry.invalid/wheelfactory/none:1" in err
     assert "nox -s image" in err and "--image manylinux-offline:latest" in err
     assert not (root / "dist").exists()
+
+
+def test_release_gate_wants_exactly_the_planned_wheels(built12: tuple[Path, WheelRecord], tmp_path: Path) -> None:
+    root, record = built12
+    wheel = root / "dist" / record.wheel
+    jobs = [job.as_json() for job in make_plan(root).jobs()]
+    ours = [job for job in jobs if job["id"] == "cuprobe-cuda12x-cp312-manylinux_x86_64"]
+    assert verify(ours, [wheel]) == []
+
+    problems = verify(jobs, [wheel])
+    assert len(problems) == len(jobs) - 1 and all(p.startswith("missing: no wheel from job") for p in problems)
+
+    other = ours[0] | {"dist_name": "cuprobe-cuda13x"}
+    assert verify([other], [wheel]) == [
+        "missing: no wheel from job cuprobe-cuda12x-cp312-manylinux_x86_64",
+        f"extra: {wheel.name} is not in the plan",
+    ]
+    tight = ours[0] | {"size_limit_mb": 0}
+    assert verify([tight], [wheel])[0].startswith(f"{wheel.name}: 0.1 MiB, over its 0 MiB limit")

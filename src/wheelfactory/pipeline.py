@@ -118,9 +118,10 @@ def _build_variant(
     for wheel in built.wheels:
         started = time.monotonic()
         with step(f"set RPATHs in {wheel.name}"):
-            repaired, _ = set_rpaths(wheel, repaired_dir, variant.major, declared, wheel_python(wheel))
+            repaired, changes = set_rpaths(wheel, repaired_dir, variant.major, declared, wheel_python(wheel))
         repair_s = round(time.monotonic() - started, 1)
         record = check_wheel(repaired, variant, toolkit.wheel_dir, built.image)
+        record.rpath_changes = [{"member": c.member, "before": list(c.before), "after": list(c.after)} for c in changes]
         record.timings = {
             "provision": provision_s,
             "build": round(built.seconds / len(built.wheels), 1),

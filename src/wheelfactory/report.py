@@ -25,6 +25,7 @@ class WheelRecord:
     size_bytes: int
     audit: WheelAudit | None
     smoke: list[TierResult] = field(default_factory=list)
+    rpath_changes: list[dict[str, object]] = field(default_factory=list)  # what the repair did to each binary
     timings: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
 
@@ -58,6 +59,7 @@ class WheelRecord:
             "size_bytes": self.size_bytes,
             "passed": self.passed,
             "binaries": binaries,
+            "rpath_changes": self.rpath_changes,
             "audit": audit,
             "smoke": [t.as_json() for t in self.smoke],
             "timings_s": self.timings,
