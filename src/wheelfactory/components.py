@@ -25,7 +25,7 @@ class Layout(_Frozen):
     libraries: tuple[str, ...] = ()  # sonames / DLL names (fnmatch patterns)
     include_dirs: tuple[str, ...] = ()
     import_libs: tuple[str, ...] = ()
-    tools: tuple[str, ...] = ()
+    tool_dirs: tuple[str, ...] = ()  # executables (nvcc, cicc, ...) that belong on PATH, ahead of any system CUDA
 
     @property
     def runtime_dir(self) -> str | None:

@@ -198,9 +198,12 @@ def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path) -> 
             if layout.dll_dir:
                 _import_libraries(site, layout.dll_dir, layout.libraries, layout.import_libs, lib)
             continue
-        for rel in layout.tools:
-            if (site / rel).is_file():
-                _relative_link(bin_dir / Path(rel).name, site / rel)
+        # Every tool is linked into bin/: nvcc runs cudafe++, cicc, ptxas... from PATH, and a system CUDA
+        # toolkit earlier on PATH would otherwise lend its own, older ones.
+        for rel in layout.tool_dirs:
+            for tool in sorted((site / rel).iterdir()) if (site / rel).is_dir() else []:
+                if tool.is_file() and os.access(tool, os.X_OK):
+                    _relative_link(bin_dir / tool.name, tool)
         if layout.lib_dir and (site / layout.lib_dir).is_dir():
             for library in (site / layout.lib_dir).iterdir():
                 if ".so" in library.name:
