@@ -25,6 +25,7 @@ from .plan import Cell, Variant
 from .progress import console, step
 from .provision import Toolkit
 from .render import VARIANT_MODULE, RenderedVariant
+from .sources import source_tree
 
 # What docker or podman say when an image cannot be had.
 _PULL_FAILURE = re.compile(
@@ -77,15 +78,12 @@ def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> li
 def stage(rendered: RenderedVariant, build_root: Path) -> Path:
     """A fresh copy of the source with the rendered pyproject.toml and variant module in place."""
     variant = rendered.variant
-    source = variant.source_dir
-    if source is None or not source.is_dir():
-        raise UserError(
-            f"{variant.recipe_dir / 'recipe.yaml'}: source {variant.recipe.source.path!r} is not a "
-            "directory — only in-tree sources can be built so far"
-        )
+    source = source_tree(variant.recipe.source, variant.recipe_dir)
     target = build_root / "stage" / variant.dist_name
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"))
+    shutil.copytree(
+        source, target, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".git", ".complete")
+    )
     (target / "pyproject.toml").write_text(rendered.files["pyproject.toml"], encoding="utf-8")
     package_dir = target / Path(*variant.recipe.import_name.split("."))
     package_dir.mkdir(parents=True, exist_ok=True)

@@ -135,6 +135,9 @@ class Recipe(Strict):
     optional: list[str] = []
     modules: dict[str, list[str]]
     dependencies: list[str] = []
+    # The variant's [build-system]; it replaces the source's own, so name what the build needs (e.g. Cython).
+    build_requires: list[str] = ["setuptools>=77", "wheel"]
+    build_backend: str = "setuptools.build_meta"
     size_limit_mb: int = Field(default=100, ge=1)
     smoke: Smoke = Smoke()
     gpu_checks: list[GpuCheck] = []
@@ -410,13 +413,12 @@ def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix, table: Componen
         Version(recipe.version)
     except InvalidVersion:
         problems.append(src.problem(("version",), f'{recipe.version!r} is not a valid version — write e.g. "1.2.0"'))
-    for i, dep in enumerate(recipe.dependencies):
-        try:
-            Requirement(dep)
-        except InvalidRequirement as exc:
-            problems.append(
-                src.problem(("dependencies", i), f'not a valid requirement: {exc} — write e.g. "numpy>=1.24"')
-            )
+    for key in ("dependencies", "build_requires"):
+        for i, dep in enumerate(getattr(recipe, key)):
+            try:
+                Requirement(dep)
+            except InvalidRequirement as exc:
+                problems.append(src.problem((key, i), f'not a valid requirement: {exc} — write e.g. "numpy>=1.24"'))
 
     majors = {entry.major: entry for entry in matrix.cuda}
     if recipe.cuda is not None:
@@ -562,7 +564,7 @@ def _check_source(source: Source, src: SourceMap) -> list[Problem]:
             problems.append(src.problem((*at, "rev"), "rev belongs to git sources — remove it", key=True))
     else:
         assert source.git is not None
-        if not re.match(r"^(https://|ssh://|git@)", source.git):
+        if not re.match(r"^(https://|ssh://|git@|file://)", source.git):
             problems.append(src.problem((*at, "git"), f"{source.git!r} is not a git URL — use https://…"))
         problems += _hex_pin(
             source, "rev", 40, "a git source needs rev: a full 40-digit commit SHA (tags and branches move)", src

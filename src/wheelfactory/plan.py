@@ -52,11 +52,6 @@ class Variant:
     def dist_name(self) -> str:
         return f"{self.recipe.name}-cuda{self.major}x"
 
-    @property
-    def source_dir(self) -> Path | None:
-        path = self.recipe.source.path
-        return self.recipe_dir / path if path is not None else None
-
     def components(self, *, optional: bool) -> list[str]:
         """The recipe's runtime components (required, or optional) that exist for this major."""
         table = component_table()

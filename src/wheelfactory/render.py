@@ -160,6 +160,8 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
         "recipe_name": variant.recipe.name,
         "dist_name": variant.dist_name,
         "version": variant.recipe.version,
+        "build_requires": variant.recipe.build_requires,
+        "build_backend": variant.recipe.build_backend,
         "description": f"{variant.recipe.summary or variant.recipe.name} (CUDA {variant.major}.x build)",
         "readme": _readme(variant),
         "major": variant.major,
