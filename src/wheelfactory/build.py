@@ -37,7 +37,6 @@ _PULL_FAILURE = re.compile(
 
 @dataclass(frozen=True)
 class Built:
-    cells: tuple[Cell, ...]
     wheels: tuple[Path, ...]
     image: str
     log: Path
@@ -198,4 +197,4 @@ def run_cibuildwheel(
     wheels = tuple(sorted(out.glob("*.whl")))
     if len(wheels) != len(cells):
         console.print(f"warning: expected {len(cells)} wheels, cibuildwheel produced {len(wheels)}")
-    return Built(tuple(cells), wheels, chosen_image or "", log, time.monotonic() - started)
+    return Built(wheels, chosen_image or "", log, time.monotonic() - started)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 EXIT_INPUT = 2
 
@@ -29,7 +28,3 @@ class InputError(Exception):
 
 class UserError(Exception):
     """A failure the user can act on that is not tied to a place in an input file."""
-
-
-def problem_in(path: Path | str, line: int, col: int, message: str) -> Problem:
-    return Problem(str(path), line, col, message)

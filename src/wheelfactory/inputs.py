@@ -9,7 +9,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -103,20 +103,15 @@ class Source(Strict):
     git: str | None = None
     rev: str | None = None
 
-    @property
-    def kind(self) -> Literal["path", "sdist", "git"]:
-        if self.path is not None:
-            return "path"
-        if self.sdist is not None:
-            return "sdist"
-        return "git"
-
 
 class Smoke(Strict):
-    gpu_free: list[str] = []  # Python statements that must run with no CUDA library installed (tier 1) and with
-    needs_optional: list[str] = []  # statements that must raise ImportError naming the pip fix when optional
-    # components are absent (tier 1), and must run once they are installed (tier 2)
-    with_cuda: list[str] = []  # commands that must succeed once the CUDA wheels are installed (tier 2)
+    # Python statements that must run with no CUDA library installed (tier 1) and with them (tier 2).
+    gpu_free: list[str] = []
+    # Statements that raise ImportError naming the pip fix while optional components are absent (tier 1), and
+    # run once they are installed (tier 2).
+    needs_optional: list[str] = []
+    # Commands that must succeed once the CUDA wheels are installed (tier 2).
+    with_cuda: list[str] = []
 
 
 class GpuCheck(Strict):
@@ -153,7 +148,6 @@ T = TypeVar("T", bound="Strict")
 class Loaded(Generic[T]):
     value: T
     source: SourceMap
-    path: Path
 
 
 def _problems_from(error: ValidationError, source: SourceMap) -> list[Problem]:
@@ -207,7 +201,7 @@ def _validate(model: type[T], path: Path, display: str) -> Loaded[T]:
     if data is None:
         raise InputError([Problem(display, 1, 1, "the file is empty — see docs/ for its format")])
     try:
-        return Loaded(model.model_validate(data), source, path)
+        return Loaded(model.model_validate(data), source)
     except ValidationError as exc:
         raise InputError(_problems_from(exc, source)) from None
 

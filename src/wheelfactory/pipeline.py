@@ -122,6 +122,7 @@ def _build_variant(
         repair_s = round(time.monotonic() - started, 1)
         record = check_wheel(repaired, variant, toolkit.wheel_dir, built.image)
         record.rpath_changes = [{"member": c.member, "before": list(c.before), "after": list(c.after)} for c in changes]
+        record.build_log = str(built.log)
         record.timings = {
             "provision": provision_s,
             "build": round(built.seconds / len(built.wheels), 1),

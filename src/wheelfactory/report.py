@@ -26,6 +26,7 @@ class WheelRecord:
     audit: WheelAudit | None
     smoke: list[TierResult] = field(default_factory=list)
     rpath_changes: list[dict[str, object]] = field(default_factory=list)  # what the repair did to each binary
+    build_log: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
 
@@ -60,6 +61,7 @@ class WheelRecord:
             "passed": self.passed,
             "binaries": binaries,
             "rpath_changes": self.rpath_changes,
+            "build_log": self.build_log,
             "audit": audit,
             "smoke": [t.as_json() for t in self.smoke],
             "timings_s": self.timings,
