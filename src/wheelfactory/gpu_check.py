@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import email.message
+import email.parser
 import json
 import os
 import subprocess
@@ -108,25 +110,31 @@ def _package_of(wheel: Path) -> str:
     raise SystemExit(f"{wheel.name}: not built by the wheel factory (no _cuda_variant module)")
 
 
+def wheel_metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.parser.Parser().parsestr(archive.read(name).decode("utf-8"))
+
+
+def wheel_extras(wheel: Path) -> list[str]:
+    """The extras a wheel declares (Provides-Extra in its METADATA)."""
+    return sorted(wheel_metadata(wheel).get_all("Provides-Extra") or [])
+
+
+def with_extras(requirement: str, extras: list[str]) -> str:
+    return f"{requirement}[{','.join(extras)}]" if extras else requirement
+
+
 def check_wheel(wheel: Path, allow_missing: bool, pip_args: list[str]) -> list[dict[str, object]]:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
         venv = Path(scratch) / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         python = str(venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
-        extras = "[nccl]" if "--no-deps" not in pip_args else ""
+        # With its dependencies, a wheel comes with every extra it declares: the optional checks need them.
+        target = str(wheel) if "--no-deps" in pip_args else with_extras(str(wheel), wheel_extras(wheel))
         installed = subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", *pip_args, f"{wheel}{extras}"],
-            capture_output=True,
-            text=True,
-            check=False,
+            [python, "-m", "pip", "install", "--quiet", *pip_args, target], capture_output=True, text=True, check=False
         )
-        if installed.returncode != 0 and extras:  # a wheel without that extra
-            installed = subprocess.run(
-                [python, "-m", "pip", "install", "--quiet", *pip_args, str(wheel)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
         if installed.returncode != 0:
             raise SystemExit(f"installing {wheel.name} failed: {installed.stderr.strip()[-800:]}")
         return run_checks(_package_of(wheel), allow_missing, python)

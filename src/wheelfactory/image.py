@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .plan import cpython_tag
 from .progress import step
 
 DEBIAN_SUITE = "bookworm"
@@ -51,8 +52,8 @@ class HostPython:
 
     @property
     def tag(self) -> str:
-        nodot = self.version.replace(".", "")
-        return f"cp{nodot}-cp{nodot}"
+        tag = cpython_tag(self.version)
+        return f"{tag}-{tag}"
 
 
 def host_pythons() -> list[HostPython]:

@@ -17,6 +17,11 @@ from .errors import InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
 
 
+def cpython_tag(version: str) -> str:
+    """`cp312` for "3.12"."""
+    return "cp" + version.replace(".", "")
+
+
 @dataclass(frozen=True)
 class Cell:
     """One wheel to build: a CPython version on a platform."""
@@ -31,7 +36,7 @@ class Cell:
     @property
     def identifier(self) -> str:
         """cibuildwheel's build identifier, e.g. cp312-manylinux_x86_64."""
-        return f"cp{self.python.replace('.', '')}-{platforms()[self.platform].identifier}"
+        return f"{cpython_tag(self.python)}-{platforms()[self.platform].identifier}"
 
 
 @dataclass(frozen=True)

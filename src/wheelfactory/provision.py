@@ -13,10 +13,8 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from .pe import def_file
 from .plan import Variant
 from .progress import step
 from .render import requirement
+from .repair import unpack
 
 
 def cache_dir() -> Path:
@@ -102,15 +101,6 @@ def _download(reqs: list[str], os_name: OS, arch: str, dest: Path) -> list[Path]
     if not files or not all(f.is_file() for f in files):
         raise UserError(f"pip download reported no usable files for {' '.join(reqs)}:\n{result.stdout[-2000:]}")
     return sorted(set(files))
-
-
-def _extract(wheel: Path, site: Path) -> None:
-    with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            target = archive.extract(info, site)
-            mode = (info.external_attr >> 16) & 0o777
-            if mode & stat.S_IXUSR:
-                os.chmod(target, mode)
 
 
 def _relative_link(link: Path, target: Path) -> None:
@@ -236,7 +226,7 @@ def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> 
         with step(f"unpack the CUDA {variant.major} toolkit into {toolkit_dir}"):
             shutil.rmtree(toolkit_dir, ignore_errors=True)
             for wheel in wheels:
-                _extract(wheel, site)
+                unpack(wheel, site)
             _lay_out_prefix(variant, os_name, site, prefix)
             (toolkit_dir / ".complete").write_text("")
     return Toolkit(variant.major, os_name, prefix, site, tuple(sorted(wheels)), downloaded)

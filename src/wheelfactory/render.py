@@ -52,10 +52,6 @@ def dependencies(variant: Variant) -> list[str]:
     return sorted(lines.values()) + list(variant.recipe.dependencies)
 
 
-def extras_of(variant: Variant) -> list[str]:
-    return [name.lower() for name in variant.components(optional=True)]
-
-
 def extras(variant: Variant) -> dict[str, list[str]]:
     result = {}
     for name in variant.components(optional=True):
@@ -98,9 +94,9 @@ def _readme(variant: Variant) -> str:
         f"{variant.cuda.toolkit}). It carries no CUDA library: it loads them from NVIDIA's pip wheels "
         f"({', '.join(f'`{w}`' for w in wheels)}), which pip installs with it. Importing it needs no GPU.",
     ]
-    extras = sorted(extras_of(variant))
-    if extras:
-        lines += ["", f"Optional: `pip install {variant.dist_name}[{','.join(extras)}]`."]
+    optional = sorted(extras(variant))
+    if optional:
+        lines += ["", f"Optional: `pip install {variant.dist_name}[{','.join(optional)}]`."]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import email.parser
 import json
 import os
 import shlex
@@ -20,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from dataclasses import asdict, dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path, PurePosixPath
@@ -32,8 +30,9 @@ from packaging.utils import canonicalize_name
 from .audit import wheel_os, wheel_python
 from .components import component_table
 from .errors import UserError
+from .gpu_check import wheel_extras, wheel_metadata, with_extras
 from .image import container_engine
-from .plan import Variant
+from .plan import Variant, cpython_tag
 from .render import CLASSIFIER_GPU
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
@@ -104,7 +103,7 @@ class ContainerMachine:
         self.container = started.stdout.strip()
 
     def base_python(self, version: str) -> str:
-        tag = f"cp{version.replace('.', '')}"
+        tag = cpython_tag(version)
         return f"/opt/python/{tag}-{tag}/bin/python"
 
     def venv_python(self, venv: str) -> str:
@@ -235,13 +234,8 @@ def tier1(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
 
 def tier2(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
     result = TierResult(2)
-    extras = sorted(
-        c.lower()
-        for c in variant.components(optional=True)
-        if (e := component_table().get(c, variant.major)) and e.linux
-    )
-    inside = str(PurePosixPath(venv.machine.wheels) / wheel.name)
-    target = f"{inside}[{','.join(extras)}]" if extras else inside
+    extras = wheel_extras(wheel)  # their markers leave out what a platform lacks (NCCL on Windows)
+    target = with_extras(str(PurePosixPath(venv.machine.wheels) / wheel.name), extras)
     installed = venv.install("--find-links", venv.machine.cuda_wheels, target)
     result.checks.append(
         Check(
@@ -264,9 +258,7 @@ def tier2(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
 
 def tier3(wheel: Path, variant: Variant) -> TierResult:
     result = TierResult(3)
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = email.parser.Parser().parsestr(archive.read(name).decode())
+    metadata = wheel_metadata(wheel)
     result.checks.append(
         Check("name", canonicalize_name(metadata["Name"]) == canonicalize_name(variant.dist_name), metadata["Name"])
     )

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from .plan import cpython_tag
+
 MIB = 1024 * 1024
 
 
@@ -35,7 +37,7 @@ def verify(jobs: list[dict[str, object]], wheels: list[Path]) -> list[str]:
         key = (
             str(canonicalize_name(str(job["dist_name"]))),
             str(job["version"]),
-            f"cp{str(job['python']).replace('.', '')}",
+            cpython_tag(str(job["python"])),
             str(job["platform"]),
         )
         expected[key] = job
