@@ -5,8 +5,9 @@ from __future__ import annotations
 import fnmatch
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
-from wheelfactory.components import component_table
+from wheelfactory.components import component_table, toolkit_table
 
 # (component, major) -> distribution, Linux lib dir, a soname, Windows DLL dir, a DLL name; None = no wheel.
 VERIFIED = {
@@ -126,12 +127,41 @@ def test_cuda_13_components_share_one_prefix_except_nccl() -> None:
     assert nccl is not None and nccl.linux is not None and nccl.linux.lib_dir == "nvidia/nccl/lib"
 
 
-def test_every_toolkit_floor_names_every_runtime_component() -> None:
-    table = component_table()
-    for name, component in table.components.items():
+def test_every_component_covers_exactly_the_known_releases_of_its_major() -> None:
+    releases = toolkit_table().releases
+    for name, component in component_table().components.items():
         for major, entry in component.majors.items():
-            assert entry.versions, (name, major)
-            assert all(toolkit.startswith(f"{major}.") for toolkit in entry.versions), (name, major)
+            expected = {r for r in releases if r.startswith(f"{major}.")}
+            assert set(entry.versions) == expected, (name, major)
+            for toolkit, spec in entry.versions.items():
+                SpecifierSet(spec)  # a valid specifier
+                assert entry.floor(toolkit) in SpecifierSet(spec), (name, major, toolkit)
+
+
+# Versions NVIDIA shipped with each release (its redistrib_<release>.json manifests), and the neighbours that
+# belong to the next release: the build must take the first and never the second.
+SHIPPED = [
+    ("cudart", 12, "12.4", ["12.4.99", "12.4.127"], ["12.3.101", "12.5.39"]),
+    ("cudart", 13, "13.0", ["13.0.48", "13.0.96"], ["13.1.80", "13.5.37"]),
+    ("cublas", 13, "13.0", ["13.0.0.19", "13.0.2.14", "13.1.0.3"], ["13.1.1.3", "13.2.0.9"]),
+    ("cufft", 12, "12.4", ["11.2.0.44", "11.2.1.3"], ["11.2.3.18", "11.0.12.1"]),
+    ("cufft", 12, "12.9", ["11.4.0.6", "11.4.1.4"], ["11.3.3.83"]),
+    ("cusolver", 12, "12.4", ["11.6.0.99", "11.6.1.9"], ["11.6.2.40", "11.5.4.101"]),
+    ("cusparse", 13, "13.0", ["12.6.2.49", "12.6.3.3"], ["12.7.2.19"]),
+    ("curand", 11, "11.8", ["10.3.0.86"], ["10.2.10.91"]),
+    ("cccl", 12, "12.4", ["12.4.127.post1", "12.4.99"], ["12.5.39.post1"]),
+]
+
+
+@pytest.mark.parametrize(("component", "major", "toolkit", "inside", "outside"), SHIPPED)
+def test_build_pins_admit_exactly_the_release(
+    component: str, major: int, toolkit: str, inside: list[str], outside: list[str]
+) -> None:
+    entry = component_table().get(component, major)
+    assert entry is not None
+    spec = SpecifierSet(entry.build_requirement(toolkit).removeprefix(entry.distribution))
+    assert all(spec.contains(v, prereleases=False) for v in inside), spec
+    assert not any(spec.contains(v) for v in outside), spec
 
 
 def test_driver_is_never_a_component_library() -> None:

@@ -56,8 +56,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_image(args: argparse.Namespace) -> int:
+    from .host import cache_dir
     from .image import build_image
-    from .provision import cache_dir
 
     build_image(args.tag, args.workdir or cache_dir() / "image")
     return 0

@@ -8,7 +8,9 @@ from importlib.resources import files
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from pydantic import BaseModel, ConfigDict, Field
 
 OS = Literal["linux", "windows"]
 
@@ -25,21 +27,32 @@ class Layout(_Frozen):
     libraries: tuple[str, ...] = ()  # sonames / DLL names (fnmatch patterns)
     include_dirs: tuple[str, ...] = ()
     import_libs: tuple[str, ...] = ()
-    tool_dirs: tuple[str, ...] = ()  # executables (nvcc, cicc, ...) that belong on PATH, ahead of any system CUDA
-
-    @property
-    def runtime_dir(self) -> str | None:
-        return self.lib_dir or self.dll_dir
+    # CUDA_HOME subdirectory -> site-packages directory whose files it holds (nvcc's bin/, nvvm/)
+    prefix_dirs: dict[str, str] = {}
 
 
 class ComponentMajor(_Frozen):
     distribution: str
-    versions: dict[str, str]  # toolkit version -> version floor of this distribution
+    # toolkit release -> the versions of this distribution NVIDIA shipped with it (a PEP 440 specifier)
+    versions: dict[str, str]
     linux: Layout | None = None
     windows: Layout | None = None
 
     def layout(self, os: OS) -> Layout | None:
         return self.linux if os == "linux" else self.windows
+
+    def build_requirement(self, toolkit: str) -> str:
+        """What a build against `toolkit` installs: exactly the versions of that release."""
+        return f"{self.distribution}{self.versions[toolkit]}"
+
+    def floor(self, toolkit: str) -> Version:
+        """The lowest version the toolkit's specifier admits: the floor of Requires-Dist."""
+        bounds = []
+        for spec in SpecifierSet(self.versions[toolkit]):
+            if spec.operator in ("==", ">=", "~=", "==="):
+                bounds.append(Version(spec.version.removesuffix(".*")))
+        assert bounds, f"{self.distribution}: {self.versions[toolkit]!r} names no lower bound"
+        return min(bounds)
 
 
 class Component(_Frozen):
@@ -55,6 +68,7 @@ class Driver(_Frozen):
 
 
 class ComponentTable(_Frozen):
+    toolkit: tuple[str, ...]  # what every provisioned CUDA_HOME holds, whatever the recipe declares
     driver: Driver
     components: dict[str, Component]
 
@@ -111,6 +125,57 @@ class Platform(_Frozen):
     image_option: str | None = None
 
 
+NvccSource = Literal["pip", "redist", "debian"]
+
+
+class Placement(_Frozen):
+    """Files of an archive or package that go into a directory of the CUDA_HOME."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    to: str
+    pattern: str = Field(alias="from")
+
+    def selects(self, path: str, **fields: str) -> bool:
+        """Whether `path` (relative, POSIX) matches the pattern part by part: `*` never crosses a `/`."""
+        wanted = self.pattern.format(**fields).split("/")
+        parts = path.removeprefix("./").split("/")
+        return len(parts) == len(wanted) and all(fnmatch.fnmatchcase(p, w) for p, w in zip(parts, wanted, strict=True))
+
+
+class DebianRelease(_Frozen):
+    suite: str
+    packages: dict[str, str]  # package -> the version prefix it must carry (upstream version and '~' release)
+
+
+class ToolkitRelease(_Frozen):
+    nvcc: tuple[NvccSource, ...]  # where nvcc comes from, in order of preference
+    redist: str | None = None  # the release label of NVIDIA's redistributable archives, e.g. 12.4.1
+    debian: DebianRelease | None = None
+    gcc: int  # the newest GCC major this release's nvcc accepts as host compiler
+    archs: tuple[int, int]  # the oldest and newest sm_XY this release's nvcc compiles for
+
+
+class RedistSettings(_Frozen):
+    url: str
+    platforms: dict[str, str]  # factory platform -> NVIDIA's platform key in the manifest
+    archives: dict[str, dict[OS, tuple[Placement, ...]]]
+
+
+class DebianSettings(_Frozen):
+    mirror: str
+    keyring: str
+    arch: dict[str, str]  # machine -> Debian architecture
+    multiarch: dict[str, str]  # machine -> multiarch triplet, for {multiarch} in patterns
+    packages: dict[str, tuple[Placement, ...]]
+
+
+class ToolkitTable(_Frozen):
+    releases: dict[str, ToolkitRelease]
+    cuda_archs: dict[int, tuple[int, ...]]  # default GPU architectures per CUDA major
+    redist: RedistSettings
+    debian: DebianSettings
+
+
 def _data(name: str) -> object:
     return yaml.safe_load(files("wheelfactory.data").joinpath(name).read_text(encoding="utf-8"))
 
@@ -118,6 +183,11 @@ def _data(name: str) -> object:
 @cache
 def component_table() -> ComponentTable:
     return ComponentTable.model_validate(_data("cuda_components.yaml"))
+
+
+@cache
+def toolkit_table() -> ToolkitTable:
+    return ToolkitTable.model_validate(_data("toolkits.yaml"))
 
 
 @cache

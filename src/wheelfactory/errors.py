@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 EXIT_INPUT = 2
+EXIT_TOOL = 3
 
 
 @dataclass(frozen=True, order=True)
@@ -28,3 +29,7 @@ class InputError(Exception):
 
 class UserError(Exception):
     """A failure the user can act on that is not tied to a place in an input file."""
+
+
+class ToolFailure(UserError):
+    """A tool, a download or a build step failed (exit status 3); the message says which and where its log is."""

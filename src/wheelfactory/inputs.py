@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from . import yamlsource
-from .components import ComponentTable, component_table, platforms
+from .components import ComponentTable, component_table, platforms, toolkit_table
 from .errors import InputError, Problem
 from .yamlsource import Loc, SourceMap
 
@@ -134,6 +134,10 @@ class Recipe(Strict):
     build_requires: list[str] = ["setuptools>=77", "wheel"]
     build_backend: str = "setuptools.build_meta"
     size_limit_mb: int = Field(default=100, ge=1)
+    # GPU architectures (sm_XY) to compile device code for, per CUDA major; data/toolkits.yaml has the defaults
+    cuda_archs: dict[int, list[int]] = {}
+    # let nvcc use a host compiler newer than its release accepts (-allow-unsupported-compiler); the report says so
+    allow_unsupported_compiler: bool = False
     smoke: Smoke = Smoke()
     gpu_checks: list[GpuCheck] = []
 
@@ -271,20 +275,14 @@ def check_matrix(matrix: Matrix, src: SourceMap, table: ComponentTable) -> list[
                 )
             )
         else:
-            known = sorted(
-                {
-                    v
-                    for c in table.components.values()
-                    if entry.major in c.majors
-                    for v in c.majors[entry.major].versions
-                }
-            )
+            known = sorted(v for v in toolkit_table().releases if v.startswith(f"{entry.major}."))
             if entry.toolkit not in known:
                 problems.append(
                     src.problem(
                         (*at, "toolkit"),
-                        f"toolkit {entry.toolkit} has no version floors in the component table (known for CUDA "
-                        f"{entry.major}: {', '.join(known)}) — use one of those or add it to the table",
+                        f"toolkit {entry.toolkit} is not a release the factory knows (known for CUDA "
+                        f"{entry.major}: {', '.join(known)}) — use one of those, or add the release to "
+                        "data/toolkits.yaml and its component versions to data/cuda_components.yaml",
                     )
                 )
         if not entry.platforms:
@@ -426,6 +424,7 @@ def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix, table: Componen
                     )
                 )
     wanted = [m for m in (recipe.cuda if recipe.cuda is not None else list(majors)) if m in majors]
+    problems.extend(_check_archs(recipe, src, {m: majors[m].toolkit for m in wanted}))
 
     declared: list[str] = []
     for group in ("components", "optional"):
@@ -508,6 +507,37 @@ def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix, table: Componen
                 )
             elif table.components[name].role == "build":
                 problems.append(src.problem(("modules", module, i), f"{name} has no library to link — remove it"))
+    return problems
+
+
+def _check_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> list[Problem]:
+    problems = []
+    for major, archs in recipe.cuda_archs.items():
+        if major not in toolkits:
+            problems.append(
+                src.problem(
+                    ("cuda_archs", major),
+                    f"CUDA {major} is not built for this recipe (it builds "
+                    f"{', '.join(map(str, toolkits))}) — remove it",
+                    key=True,
+                )
+            )
+            continue
+        if not archs:
+            problems.append(src.problem(("cuda_archs", major), "no architectures — list some, e.g. [80, 90]"))
+        release = toolkit_table().releases.get(toolkits[major])
+        for i, arch in enumerate(archs):
+            if arch in archs[:i]:
+                problems.append(src.problem(("cuda_archs", major, i), f"sm_{arch} is listed twice — keep one"))
+            elif release and not release.archs[0] <= arch <= release.archs[1]:
+                low, high = release.archs
+                problems.append(
+                    src.problem(
+                        ("cuda_archs", major, i),
+                        f"nvcc {toolkits[major]} cannot compile for sm_{arch} (it covers sm_{low} to sm_{high}) — "
+                        "drop it or change the matrix's toolkit",
+                    )
+                )
     return problems
 
 

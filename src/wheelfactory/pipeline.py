@@ -13,8 +13,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from . import host
 from .audit import audit_wheel, wheel_python
-from .build import ensure_image, host_platform_name, run_cibuildwheel, select_cells
+from .build import ensure_image, run_cibuildwheel, select_cells
 from .components import platforms
 from .errors import UserError
 from .plan import Cell, Plan, Variant, make_plan
@@ -77,10 +78,10 @@ def check_wheel(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str)
 def build(request: BuildRequest) -> list[WheelRecord]:
     plan = make_plan(request.root, request.matrix, request.recipes or None)
     variants = _variants(plan, request.cuda)
-    host = host_platform_name()
-    if host not in platforms():
-        raise UserError(f"this host ({host}) is not a platform the factory builds for")
-    host_os = platforms()[host].os
+    here = host.platform_name()
+    if here not in platforms():
+        raise UserError(f"this host ({here}) is not a platform the factory builds for")
+    host_os = platforms()[here].os
     if request.platform and request.platform != host_os:
         raise UserError(
             "Windows wheels are built on Windows (the release pipeline's Windows runners); on this "
@@ -93,7 +94,7 @@ def build(request: BuildRequest) -> list[WheelRecord]:
     dist = request.root / "dist"
     records: list[WheelRecord] = []
     for variant in variants:
-        cells = select_cells(variant, host, request.pythons)
+        cells = select_cells(variant, here, request.pythons)
         records += _build_variant(rendered[variant.dist_name], cells, request, build_root, dist)
     write_report(records, dist)
     summary(records)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from .components import OS, component_table, platforms
+from .components import OS, component_table, platforms, toolkit_table
 from .errors import InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
 
@@ -65,6 +65,12 @@ class Variant:
 
     def platforms(self) -> list[str]:
         return sorted({cell.platform for cell in self.cells})
+
+    @property
+    def cuda_archs(self) -> tuple[int, ...]:
+        """The GPU architectures device code is compiled for: the recipe's for this major, else the default."""
+        archs = self.recipe.cuda_archs.get(self.major) or toolkit_table().cuda_archs[self.major]
+        return tuple(sorted(archs))
 
 
 @dataclass(frozen=True)

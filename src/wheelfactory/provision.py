@@ -1,9 +1,18 @@
-"""Provision a CUDA toolkit for one major from NVIDIA's pip wheels, into a reusable cache.
+"""Provision a complete, relocatable CUDA_HOME of exactly the matrix's toolkit release, into a reusable cache.
 
-The wheels a variant needs (its components, the header-only pieces their headers include, and whatever those
-wheels require in turn) are downloaded once; a lock file names them, so a warm run touches no network. They are
-unpacked as in site-packages and given a CUDA_HOME layout: merged headers in include/, and in lib/ relative
-links to every shared library plus the unversioned `libX.so` link names that no wheel ships.
+Headers and libraries come from NVIDIA's pip wheels, pinned to the versions that release shipped (its
+major.minor, never "latest"): the recipe's components, the toolkit every build gets (data/cuda_components.yaml's
+`toolkit`), and what their headers include. nvcc comes from the release's pip wheel where NVIDIA ships one
+(CUDA 13), else from NVIDIA's redistributable archives or Debian's packages (data/toolkits.yaml), which also add
+the static runtime and driver stub that some wheels lack. A lock file names the wheels, so a warm run touches
+no network.
+
+The prefix is laid out as NVIDIA's toolkit is: bin/ (a real nvcc beside a relocatable nvcc.profile, and the
+tools it runs), nvvm/ (cicc, libdevice), include/, and lib64/ (lib/x64 on Windows) with the link-time names no
+wheel ships (libcudart.so, ...), the static libraries and stubs/libcuda.so — NVIDIA's where a source has it,
+else generated from cuda.h's declarations. Every link is relative, so the prefix works at any path (in the
+build container it is seen under /host). A prefix is built in a scratch folder beside its final place and
+renamed there when complete.
 """
 
 from __future__ import annotations
@@ -15,34 +24,53 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 
-from .components import OS, component_table
-from .errors import UserError
+from packaging.utils import parse_wheel_filename
+
+from . import debian, host, redist
+from .components import OS, NvccSource, component_table, platforms, toolkit_table
+from .errors import ToolFailure, UserError
 from .pe import def_file
 from .plan import Variant
-from .progress import step
-from .render import requirement
+from .progress import console, step
 from .repair import unpack
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("WHEELFACTORY_CACHE", Path.home() / ".cache" / "wheelfactory")).resolve()
+@dataclass(frozen=True)
+class NvccOrigin:
+    """Where the toolkit's nvcc (and what the wheels lack) came from."""
+
+    source: NvccSource
+    detail: str  # what served it, with versions
+    overlay: Path | None = None  # files the source adds to the prefix (none for pip: its wheels are the site)
 
 
 @dataclass(frozen=True)
 class Toolkit:
     major: int
+    release: str  # the matrix's toolkit, e.g. "12.4"
     os: OS
-    prefix: Path  # CUDA_HOME: include/, lib/, bin/
+    arch: str
+    prefix: Path  # CUDA_HOME
     site: Path  # the unpacked wheels, as pip would lay them out in site-packages
     wheels: tuple[Path, ...]  # every wheel file, for offline installs in the smoke tiers
-    downloaded: bool  # False when the cache already held everything
+    nvcc: NvccOrigin
+    nvcc_version: str  # what `nvcc --version` says (or the source's version where nvcc cannot run here)
+    driver_stub: str  # where lib64/stubs/libcuda.so came from
+    versions: dict[str, str] = field(default_factory=dict)  # distribution -> version, for every wheel
+    downloaded: bool = False  # True when this call downloaded anything
 
     @property
     def wheel_dir(self) -> Path:
         return self.wheels[0].parent
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.prefix / ("lib/x64" if self.os == "windows" else "lib64")
 
 
 def pip_platform_tags(os_name: OS, arch: str) -> list[str]:
@@ -57,17 +85,21 @@ def pip_platform_tags(os_name: OS, arch: str) -> list[str]:
     return tags
 
 
-def requirements(variant: Variant, os_name: OS) -> list[str]:
-    """Requirement lines for every component the build needs: declared, optional, and their headers' needs."""
+def components_to_provision(variant: Variant) -> list[str]:
+    """The toolkit every build gets, the recipe's components, and what their headers need to compile."""
     table = component_table()
-    names = table.build_closure([*variant.recipe.components, *variant.recipe.optional], variant.major)
+    return table.build_closure([*table.toolkit, *variant.recipe.components, *variant.recipe.optional], variant.major)
+
+
+def requirements(variant: Variant, os_name: OS) -> list[str]:
+    """One pinned requirement per distribution: exactly the versions the matrix's toolkit release shipped."""
+    table = component_table()
     lines: dict[str, str] = {}
-    for name in names:
+    for name in components_to_provision(variant):
         entry = table.get(name, variant.major)
         if entry is None or entry.layout(os_name) is None:
             continue  # e.g. NCCL on Windows: optional, and absent there
-        line = requirement(name, variant.major, variant.cuda.toolkit)
-        lines.setdefault(entry.distribution, line)
+        lines.setdefault(entry.distribution, entry.build_requirement(variant.cuda.toolkit))
     return sorted(lines.values())
 
 
@@ -79,6 +111,7 @@ def _download(reqs: list[str], os_name: OS, arch: str, dest: Path) -> list[Path]
         "pip",
         "download",
         "--only-binary=:all:",
+        "--no-deps",  # the pins name every wheel the build needs; NVIDIA's own Requires-Dist are unpinned
         "--dest",
         str(dest),
         "--python-version",
@@ -91,22 +124,36 @@ def _download(reqs: list[str], os_name: OS, arch: str, dest: Path) -> list[Path]
     result = subprocess.run([*cmd, *reqs], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-10:])
-        raise UserError(f"downloading the CUDA wheels failed ({' '.join(reqs)}):\n{tail}")
-    # pip names each file it saved or found already there; that list is the closure it resolved.
-    files = []
+        raise ToolFailure(f"downloading the CUDA wheels failed ({' '.join(reqs)}):\n{tail}")
+    # pip names each file it saved or found already there; that list is what it resolved.
+    found = []
     for line in result.stdout.splitlines():
         for marker in ("Saved ", "File was already downloaded "):
             if line.strip().startswith(marker):
-                files.append(dest / Path(line.strip()[len(marker) :]).name)
-    if not files or not all(f.is_file() for f in files):
-        raise UserError(f"pip download reported no usable files for {' '.join(reqs)}:\n{result.stdout[-2000:]}")
-    return sorted(set(files))
+                found.append(dest / Path(line.strip()[len(marker) :]).name)
+    if not found or not all(f.is_file() for f in found):
+        raise ToolFailure(f"pip download reported no usable files for {' '.join(reqs)}:\n{result.stdout[-2000:]}")
+    return sorted(set(found))
 
 
 def _relative_link(link: Path, target: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
-    link.symlink_to(os.path.relpath(target, link.parent))
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if os.name == "nt":  # symbolic links need a privilege Windows grants few accounts
+        shutil.copy2(target, link)
+    else:
+        link.symlink_to(os.path.relpath(target, link.parent))
+
+
+def _real_file(path: Path) -> None:
+    """Turn a link into a real file (a hard link where possible): nvcc reads the nvcc.profile beside its own path."""
+    source = path.resolve()
+    path.unlink()
+    try:
+        os.link(source, path)
+    except OSError:
+        shutil.copy2(source, path)
 
 
 # cublas64_12.dll -> cublas, nvrtc64_120_0.dll -> nvrtc, nvJitLink_130_0.dll -> nvJitLink, cudart64_110.dll -> cudart
@@ -147,6 +194,13 @@ def import_library_tool() -> list[str] | None:
     return None
 
 
+def _import_library(definition: Path, target: Path) -> None:
+    tool = import_library_tool()
+    if tool:
+        cmd = [a.replace("{def}", str(definition)).replace("{lib}", str(target)) for a in tool]
+        subprocess.run(cmd, check=True, capture_output=True)
+
+
 def _import_libraries(
     site: Path, layout_dll_dir: str, libraries: tuple[str, ...], shipped: tuple[str, ...], lib_dir: Path
 ) -> None:
@@ -154,7 +208,6 @@ def _import_libraries(
     for rel in shipped:
         if (site / rel).is_file():
             shutil.copy2(site / rel, lib_dir / Path(rel).name)
-    tool = import_library_tool()
     dll_dir = site / layout_dll_dir
     for pattern in libraries:
         for dll in sorted(dll_dir.glob(pattern)) if dll_dir.is_dir() else []:
@@ -163,70 +216,277 @@ def _import_libraries(
                 continue
             definition = lib_dir / f"{link_name(dll.name)}.def"
             definition.write_text(def_file(dll), encoding="utf-8")
-            if tool:
-                cmd = [a.replace("{def}", str(definition)).replace("{lib}", str(target)) for a in tool]
-                subprocess.run(cmd, check=True, capture_output=True)
+            _import_library(definition, target)
 
 
-def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path) -> None:
+# ---------------------------------------------------------------------------------------------- nvcc's source
+
+
+def _nvcc_wheel(wheels: list[Path], variant: Variant) -> str:
+    entry = component_table().get("nvcc", variant.major)
+    assert entry is not None
+    for wheel in wheels:
+        name, version, _, _ = parse_wheel_filename(wheel.name)
+        if name == entry.distribution:
+            return f"{entry.distribution} {version} from the package index"
+    raise ToolFailure(f"no {entry.distribution} wheel was provisioned for CUDA {variant.cuda.toolkit}")
+
+
+def _overlay_from(source: NvccSource, release: str, os_name: OS, arch: str, platform: str, cache: Path) -> NvccOrigin:
+    """Fetch what `source` adds to the prefix into a cached overlay folder (built aside, renamed when complete)."""
+    overlay = cache / "nvcc" / f"{release}-{platform}-{source}"
+    origin_file = overlay / "origin.json"
+    if origin_file.is_file():
+        return NvccOrigin(source, json.loads(origin_file.read_text())["detail"], overlay)
+    known = toolkit_table()
+    settings = known.releases[release]
+    scratch = Path(
+        tempfile.mkdtemp(prefix=f".{overlay.name}-", dir=overlay.parent if overlay.parent.is_dir() else None)
+    )
+    try:
+        if source == "redist":
+            assert settings.redist is not None
+            nvidia_platform = known.redist.platforms[platform]
+            release_manifest = redist.manifest(settings.redist, cache)
+            served = []
+            for name, by_os in known.redist.archives.items():
+                item = redist.archive(release_manifest, name, nvidia_platform)
+                with step(f"download {item.component} {item.version} ({nvidia_platform}) from {redist.base_url()}"):
+                    path = redist.fetch(item, cache)
+                with tempfile.TemporaryDirectory() as unpacked:
+                    redist.place(redist.unpack(path, Path(unpacked)), by_os[os_name], scratch)
+                served.append(f"{item.component} {item.version}")
+            detail = f"NVIDIA redistrib_{settings.redist}.json: {', '.join(served)}"
+        else:
+            assert settings.debian is not None
+            with step(
+                f"download CUDA {release} from Debian {settings.debian.suite} (nvidia-cuda-toolkit, nvidia-cuda-dev)"
+            ):
+                debs = debian.download(settings.debian, arch, cache)
+            for package, deb in debs.items():
+                with step(f"unpack {deb.name}"):
+                    debian.extract(deb, known.debian.packages[package], arch, scratch)
+            shown = ", ".join(f"{p} {d.name.split('_')[1]}" for p, d in debs.items())
+            detail = f"Debian {settings.debian.suite} non-free: {shown}"
+        (scratch / "origin.json").write_text(json.dumps({"source": source, "detail": detail}, indent=1))
+        overlay.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(overlay, ignore_errors=True)
+        scratch.rename(overlay)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return NvccOrigin(source, detail, overlay)
+
+
+def nvcc_origin(variant: Variant, wheels: list[Path], os_name: OS, arch: str, platform: str) -> NvccOrigin:
+    """The first of the release's nvcc sources that serves this host; WHEELFACTORY_NVCC_SOURCE picks one."""
+    release = variant.cuda.toolkit
+    sources = toolkit_table().releases[release].nvcc
+    forced = os.environ.get("WHEELFACTORY_NVCC_SOURCE")
+    if forced:
+        if forced not in sources:
+            raise UserError(
+                f"WHEELFACTORY_NVCC_SOURCE={forced}, but CUDA {release}'s nvcc comes from {', '.join(sources)} — "
+                "unset it or pick one of those"
+            )
+        sources = (forced,)
+    cache = host.cache_dir()
+    reasons = []
+    for source in sources:
+        if source == "pip":
+            return NvccOrigin("pip", _nvcc_wheel(wheels, variant))
+        if source == "debian" and os_name != "linux":
+            reasons.append("debian: Debian's packages are Linux only")
+            continue
+        try:
+            return _overlay_from(source, release, os_name, arch, platform, cache)
+        except (redist.Unreachable, debian.Unavailable) as exc:
+            reasons.append(f"{source}: {exc}")
+    raise ToolFailure(
+        f"no source of nvcc {release} serves this host:\n  "
+        + "\n  ".join(reasons)
+        + "\n— on a host without NVIDIA's servers, use a toolkit that Debian packages (11.8, 12.4) or set "
+        "WHEELFACTORY_CUDA_REDIST_URL to a mirror of NVIDIA's redistributable archives"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- the driver stub
+
+
+# `CUresult CUDAAPI cuInit(`, `#define cuMemAlloc cuMemAlloc_v2`, `__CUDA_API_PTDS(cuMemcpyHtoD_v2)`
+_DECLARED = re.compile(r"\b(cu[A-Z]\w*)\s*\(")
+_RENAMED = re.compile(r"^\s*#\s*define\s+cu[A-Z]\w*\s+(cu[A-Z]\w*)\s*$", re.MULTILINE)
+_PER_THREAD = re.compile(r"__CUDA_API_PT(DS|SZ)\((cu[A-Z]\w*)\)")
+
+
+def driver_api(cuda_h: Path) -> list[str]:
+    """Every driver entry point cuda.h names: plain, versioned (`_v2`) and per-thread-stream (`_ptds`, `_ptsz`)."""
+    text = cuda_h.read_text(encoding="utf-8", errors="replace")
+    names = set(_DECLARED.findall(text)) | set(_RENAMED.findall(text))
+    for kind, name in _PER_THREAD.findall(text):
+        names.update((name, f"{name}_pt{kind.lower()}"))
+    return sorted(names)
+
+
+def _c_compiler_for(arch: str) -> str | None:
+    if arch == host.machine():
+        return shutil.which("cc") or shutil.which("gcc")
+    return shutil.which(f"{arch}-linux-gnu-gcc")
+
+
+def _driver_stub(prefix: Path, os_name: OS, arch: str) -> str:
+    """stubs/libcuda.so (Linux) or cuda.lib (Windows) to link -lcuda against on a machine without a driver."""
+    if os_name == "windows":
+        target = prefix / "lib/x64/cuda.lib"
+        if target.is_file():
+            return "cuda.lib from the CUDA runtime wheel"
+        definition = prefix / "lib/x64/cuda.def"
+        definition.write_text(
+            "LIBRARY nvcuda.dll\nEXPORTS\n" + "".join(f"    {n}\n" for n in driver_api(prefix / "include/cuda.h"))
+        )
+        _import_library(definition, target)
+        return "cuda.lib generated from cuda.h's declarations"
+    stub = prefix / "lib64/stubs/libcuda.so"
+    if stub.is_file():
+        return "NVIDIA's stubs/libcuda.so from the nvcc source"
+    compiler = _c_compiler_for(arch)
+    if compiler is None:
+        raise ToolFailure(
+            f"no C compiler for {arch} on this host to generate the driver stub — install {arch}-linux-gnu-gcc"
+        )
+    source = prefix / "lib64/stubs/libcuda_stub.c"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(
+        "/* Generated by wheelfactory from cuda.h: link-time stand-ins only; the real driver serves at run time. */\n"
+        + "".join(f"void {name}(void) {{}}\n" for name in driver_api(prefix / "include/cuda.h"))
+    )
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-nostdlib", "-Wl,-soname,libcuda.so.1", "-o", str(stub), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    source.unlink()
+    return "stubs/libcuda.so generated from cuda.h's declarations (soname libcuda.so.1)"
+
+
+# ---------------------------------------------------------------------------------------------- the prefix
+
+
+def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path, origin: NvccOrigin) -> None:
     table = component_table()
     include = prefix / "include"
-    lib = prefix / ("lib/x64" if os_name == "windows" else "lib")
-    bin_dir = prefix / "bin"
-    for directory in (include, lib, bin_dir):
+    lib = prefix / ("lib/x64" if os_name == "windows" else "lib64")
+    for directory in (include, lib, prefix / "bin"):
         directory.mkdir(parents=True, exist_ok=True)
-    names = table.build_closure([*variant.recipe.components, *variant.recipe.optional], variant.major)
-    for name in names:
+    for name in components_to_provision(variant):
         entry = table.get(name, variant.major)
         layout = entry.layout(os_name) if entry else None
         if layout is None:
             continue
         for rel in layout.include_dirs:
             if (site / rel).is_dir():
-                shutil.copytree(site / rel, include, dirs_exist_ok=True)
+                shutil.copytree(site / rel, include, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py"))
+        for to, rel in layout.prefix_dirs.items():
+            for item in sorted((site / rel).rglob("*")) if (site / rel).is_dir() else []:
+                if item.is_file() and item.name != "__init__.py":
+                    _relative_link(prefix / to / item.relative_to(site / rel), item)
         if os_name == "windows":
             if layout.dll_dir:
                 _import_libraries(site, layout.dll_dir, layout.libraries, layout.import_libs, lib)
             continue
-        # Every tool is linked into bin/: nvcc runs cudafe++, cicc, ptxas... from PATH, and a system CUDA
-        # toolkit earlier on PATH would otherwise lend its own, older ones.
-        for rel in layout.tool_dirs:
-            for tool in sorted((site / rel).iterdir()) if (site / rel).is_dir() else []:
-                if tool.is_file() and os.access(tool, os.X_OK):
-                    _relative_link(bin_dir / tool.name, tool)
         if layout.lib_dir and (site / layout.lib_dir).is_dir():
-            for library in (site / layout.lib_dir).iterdir():
-                if ".so" in library.name:
+            for library in sorted((site / layout.lib_dir).iterdir()):
+                if library.is_file() and library.name != "__init__.py":
                     _relative_link(lib / library.name, library)
-                    # No wheel ships the link-time name libX.so: make it, pointing at the soname file.
-                    stem = library.name.split(".so")[0]
-                    if library.name != f"{stem}.so" and not (lib / f"{stem}.so").exists():
-                        _relative_link(lib / f"{stem}.so", library)
+    if origin.overlay is not None:
+        for item in sorted(origin.overlay.rglob("*")):
+            if item.is_file() and item.name != "origin.json":
+                _relative_link(prefix / item.relative_to(origin.overlay), item)
+    if os_name == "linux":
+        # No wheel ships the link-time name libX.so: make it, pointing at the soname file.
+        for library in sorted(lib.glob("*.so.*")):
+            stem = library.name.split(".so")[0]
+            if not (lib / f"{stem}.so").exists():
+                _relative_link(lib / f"{stem}.so", library)
+        (prefix / "lib").symlink_to("lib64")  # some builds look in $CUDA_HOME/lib
+    nvcc = prefix / "bin" / ("nvcc.exe" if os_name == "windows" else "nvcc")
+    if not (nvcc.is_symlink() or nvcc.exists()):
+        raise ToolFailure(f"{origin.detail}: no nvcc among its files")
+    _real_file(nvcc)
+    profile = prefix / "bin" / "nvcc.profile"
+    if profile.is_symlink() or profile.exists():
+        profile.unlink()
+    profile.write_text(files("wheelfactory.data").joinpath(f"nvcc.profile.{os_name}").read_text(encoding="utf-8"))
+
+
+def nvcc_version(prefix: Path, os_name: OS, arch: str) -> str | None:
+    """`nvcc --version`'s V12.4.131 as "12.4.131"; None where nvcc cannot run on this host."""
+    here = platforms().get(host.platform_name())
+    if here is None or here.os != os_name or here.cibw_arch != arch:
+        return None
+    ran = subprocess.run([str(prefix / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=False)
+    match = re.search(r"\bV(\d+\.\d+\.\d+)", ran.stdout)
+    if ran.returncode != 0 or match is None:
+        raise ToolFailure(f"the provisioned nvcc does not run: {(ran.stdout + ran.stderr).strip()[-500:]}")
+    return match[1]
 
 
 def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> Toolkit:
+    release = variant.cuda.toolkit
     reqs = requirements(variant, os_name)
-    key = hashlib.sha256(json.dumps([reqs, os_name, arch]).encode()).hexdigest()[:16]
-    root = cache_dir()
+    platform = next(name for name, p in platforms().items() if p.os == os_name and p.cibw_arch == arch)
+    root = host.cache_dir()
     wheel_dir = root / "wheels"
-    lock = root / "locks" / f"cuda{variant.major}-{os_name}-{arch}-{key}.json"
+    key = hashlib.sha256(json.dumps([reqs, os_name, arch]).encode()).hexdigest()[:16]
+    lock = root / "locks" / f"cuda{release}-{os_name}-{arch}-{key}.json"
     downloaded = False
     wheels: list[Path] = []
     if lock.is_file():
         wheels = [wheel_dir / name for name in json.loads(lock.read_text())["wheels"]]
     if not wheels or not all(w.is_file() for w in wheels):
-        with step(f"download CUDA {variant.major} wheels: {', '.join(r.split('>')[0] for r in reqs)}"):
+        with step(f"download CUDA {release} wheels: {', '.join(r.split('=')[0].rstrip('<>!~') for r in reqs)}"):
             wheels = _download(reqs, os_name, arch, wheel_dir)
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1))
         downloaded = True
-    toolkit_dir = root / "toolkits" / f"cuda{variant.major}-{os_name}-{arch}-{key}"
+    origin = nvcc_origin(variant, wheels, os_name, arch, platform)
+    versions = {str(parse_wheel_filename(w.name)[0]): str(parse_wheel_filename(w.name)[1]) for w in wheels}
+    toolkit_dir = root / "toolkits" / f"cuda{release}-{os_name}-{arch}-{origin.source}-{key}"
     site, prefix = toolkit_dir / "site", toolkit_dir / "prefix"
-    if not (toolkit_dir / ".complete").is_file():
-        with step(f"unpack the CUDA {variant.major} toolkit into {toolkit_dir}"):
+    record = toolkit_dir / "toolkit.json"
+    if not record.is_file():
+        toolkit_dir.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{toolkit_dir.name}-", dir=toolkit_dir.parent))
+        try:
+            with step(f"lay out the CUDA {release} toolkit ({origin.source} nvcc) in {toolkit_dir}"):
+                for wheel in wheels:
+                    unpack(wheel, scratch / "site")
+                _lay_out_prefix(variant, os_name, scratch / "site", scratch / "prefix", origin)
+                stub = _driver_stub(scratch / "prefix", os_name, arch)
+                # Run from where it will live: the relative links resolve the same at either place.
+                found = nvcc_version(scratch / "prefix", os_name, arch)
+            if found is not None and not found.startswith(f"{release}."):
+                raise ToolFailure(f"{origin.detail} gave nvcc {found}, but the matrix names CUDA {release}")
+            (scratch / "toolkit.json").write_text(
+                json.dumps({"nvcc_version": found or "(not run on this host)", "driver_stub": stub}, indent=1)
+            )
             shutil.rmtree(toolkit_dir, ignore_errors=True)
-            for wheel in wheels:
-                unpack(wheel, site)
-            _lay_out_prefix(variant, os_name, site, prefix)
-            (toolkit_dir / ".complete").write_text("")
-    return Toolkit(variant.major, os_name, prefix, site, tuple(sorted(wheels)), downloaded)
+            scratch.rename(toolkit_dir)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    facts = json.loads(record.read_text())
+    if downloaded:
+        console.print(f"CUDA {release}: nvcc {facts['nvcc_version']} ({origin.detail})")
+    return Toolkit(
+        variant.major,
+        release,
+        os_name,
+        arch,
+        prefix,
+        site,
+        tuple(sorted(wheels)),
+        origin,
+        facts["nvcc_version"],
+        facts["driver_stub"],
+        versions,
+        downloaded,
+    )

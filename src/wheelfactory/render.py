@@ -16,6 +16,7 @@ from pathlib import Path
 import jinja2
 from packaging.requirements import Requirement
 
+from .buildenv import linux_environment, windows_environment
 from .components import OS, component_table, platforms
 from .plan import Plan, Variant
 
@@ -37,9 +38,8 @@ def requirement(name: str, major: int, toolkit: str) -> str:
     """
     entry = component_table().get(name, major)
     assert entry is not None, f"{name} has no CUDA {major} entry"
-    floor = entry.versions[toolkit]
-    cap = int(floor.split(".")[0]) + 1
-    line = f"{entry.distribution}>={floor},<{cap}"
+    floor = entry.floor(toolkit)
+    line = f"{entry.distribution}>={floor},<{floor.major + 1}"
     Requirement(line)  # the table must only ever yield valid requirements
     return line
 
@@ -127,12 +127,14 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
             "archs": [platforms()[n].cibw_arch for n in by_os["linux"]],
             "images": images,
             "repair": linux_repair_command(variant),
+            "environment": linux_environment(variant),
         }
     windows = None
     if by_os["windows"]:
         windows = {
             "archs": [platforms()[n].cibw_arch for n in by_os["windows"]],
             "repair": windows_repair_command(variant),
+            "environment": windows_environment(variant),
         }
     pythons = sorted({c.python for c in variant.cells}, key=lambda v: tuple(int(p) for p in v.split(".")))
     classifiers = [

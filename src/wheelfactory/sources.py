@@ -16,9 +16,9 @@ import zipfile
 from pathlib import Path
 
 from .errors import UserError
+from .host import cache_dir
 from .inputs import Source
 from .progress import step
-from .provision import cache_dir
 
 
 def source_tree(source: Source, recipe_dir: Path) -> Path:

@@ -1,0 +1,146 @@
+"""NVIDIA's redistributable CUDA archives: a release's manifest, and each archive checked against its sha256.
+
+`redistrib_<release>.json` names, per component and platform, the archive's path, size and sha256. The manifest
+and the archives are cached; a warm run touches no network. An archive whose sha256 differs from the
+manifest's is deleted and refused. WHEELFACTORY_CUDA_REDIST_URL points at a mirror (any URL urllib reads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .components import Placement, toolkit_table
+from .errors import ToolFailure
+
+TIMEOUT_S = 60
+
+
+class Unreachable(Exception):
+    """The manifest cannot be fetched from here: the caller may try another source."""
+
+
+@dataclass(frozen=True)
+class Archive:
+    component: str  # cuda_nvcc
+    version: str  # 12.4.131
+    relative_path: str
+    sha256: str
+    url: str
+
+
+def base_url() -> str:
+    url = os.environ.get("WHEELFACTORY_CUDA_REDIST_URL") or toolkit_table().redist.url
+    return url if url.endswith("/") else url + "/"
+
+
+def manifest(release: str, cache: Path) -> dict[str, object]:
+    """redistrib_<release>.json, from the cache or the redist URL."""
+    name = f"redistrib_{release}.json"
+    cached = cache / "redist" / name
+    if not cached.is_file():
+        try:
+            with urllib.request.urlopen(base_url() + name, timeout=TIMEOUT_S) as response:
+                body = response.read()
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise Unreachable(f"{base_url()}{name}: {reason}") from None
+        try:
+            json.loads(body)
+        except ValueError as exc:
+            raise Unreachable(f"{base_url()}{name} is not a manifest ({exc})") from None
+        _write_atomically(cached, body)
+    loaded: dict[str, object] = json.loads(cached.read_bytes())
+    return loaded
+
+
+def archive(release_manifest: dict[str, object], component: str, platform: str) -> Archive:
+    entry = release_manifest.get(component)
+    if not isinstance(entry, dict) or not isinstance(entry.get(platform), dict):
+        label = release_manifest.get("release_label", "?")
+        raise ToolFailure(f"NVIDIA's redistrib_{label}.json has no {component} archive for {platform}")
+    files = entry[platform]
+    return Archive(
+        component,
+        str(entry["version"]),
+        str(files["relative_path"]),
+        str(files["sha256"]),
+        base_url() + str(files["relative_path"]),
+    )
+
+
+def fetch(item: Archive, cache: Path) -> Path:
+    """The archive, downloaded once into the cache and checked against the manifest's sha256 every time."""
+    target = cache / "redist" / PurePosixPath(item.relative_path)
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".part-", delete=False) as partial:
+            try:
+                with urllib.request.urlopen(item.url, timeout=TIMEOUT_S) as response:
+                    shutil.copyfileobj(response, partial)
+            except (urllib.error.URLError, OSError) as exc:
+                Path(partial.name).unlink(missing_ok=True)
+                raise ToolFailure(f"downloading {item.url} failed: {getattr(exc, 'reason', exc)}") from None
+        Path(partial.name).replace(target)
+    actual = _sha256(target)
+    if actual != item.sha256:
+        target.unlink()
+        raise ToolFailure(
+            f"{item.url} has sha256 {actual}, the manifest says {item.sha256} — the download was refused and "
+            "deleted; if a mirror serves it, check the mirror"
+        )
+    return target
+
+
+def unpack(archive_path: Path, into: Path) -> Path:
+    """Unpack a .tar.xz or .zip archive safely; returns its one top folder (NVIDIA's archives have one)."""
+    into.mkdir(parents=True, exist_ok=True)
+    if archive_path.name.endswith(".zip"):
+        with zipfile.ZipFile(archive_path) as z:
+            for member in z.infolist():
+                path = PurePosixPath(member.filename)
+                if path.is_absolute() or ".." in path.parts:
+                    raise ToolFailure(f"{archive_path.name}: unsafe member {member.filename!r}")
+            z.extractall(into)
+    else:
+        with tarfile.open(archive_path) as t:
+            t.extractall(into, filter="data")
+    tops = list(into.iterdir())
+    return tops[0] if len(tops) == 1 and tops[0].is_dir() else into
+
+
+def place(unpacked: Path, placements: tuple[Placement, ...], overlay: Path) -> list[str]:
+    """Copy the files the placements select from an unpacked archive into the overlay; returns what was placed."""
+    placed = []
+    files = sorted(p.relative_to(unpacked).as_posix() for p in unpacked.rglob("*") if p.is_file())
+    for placement in placements:
+        for rel in (f for f in files if placement.selects(f)):
+            target = overlay / placement.to / PurePosixPath(rel).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(unpacked / rel, target)
+            placed.append(f"{placement.to}/{target.name}")
+    return placed
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_atomically(path: Path, body: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.part")
+    partial.write_bytes(body)
+    partial.replace(path)
