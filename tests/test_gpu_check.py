@@ -57,6 +57,7 @@ def test_rendered_gpu_checks_are_the_recipes(dist: str) -> None:
         "device query",
         "NVRTC saxpy against the host",
         "NVRTC saxpy again, from the on-disk kernel cache",
+        "nvcc-compiled SAXPY kernel against the host",
         "SGEMM through cuBLAS against the host",
         "NCCL module availability",
     ]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import ast
 import os
-import platform as host_platform
 import re
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 from .components import platforms
@@ -41,18 +41,6 @@ class Built:
     image: str
     log: Path
     seconds: float
-
-
-def host_platform_name() -> str:
-    if sys.platform == "win32":
-        return "windows-amd64"
-    machine = host_platform.machine().lower()
-    return {
-        "x86_64": "linux-x86_64",
-        "amd64": "linux-x86_64",
-        "aarch64": "linux-aarch64",
-        "arm64": "linux-aarch64",
-    }.get(machine, f"linux-{machine}")
 
 
 def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> list[Cell]:
@@ -88,7 +76,14 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
     package_dir.mkdir(parents=True, exist_ok=True)
     (package_dir / VARIANT_MODULE).write_text(rendered.files[VARIANT_MODULE], encoding="utf-8")
     inject_loader(package_dir / "__init__.py")
+    prepare = target / PREPARE_SCRIPT
+    prepare.parent.mkdir(exist_ok=True)
+    prepare.write_text(files("wheelfactory.data").joinpath("prepare-build.sh").read_text(encoding="utf-8"))
     return target
+
+
+# The build container's prepare step (cibuildwheel's before-all, in the rendered configuration).
+PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"
 
 
 LOADER_IMPORT = "from . import _cuda_variant  # wheelfactory: NVIDIA's DLL directories, before any extension loads\n"

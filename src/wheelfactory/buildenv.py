@@ -1,0 +1,84 @@
+"""The environment a variant's build sees: a CUDA toolkit set up the way NVIDIA's devel images set it.
+
+Build systems find CUDA in many ways — `$CUDA_HOME/bin/nvcc`, `nvcc` on PATH, CUDA_PATH, CMake's
+FindCUDAToolkit / enable_language(CUDA) through CUDAToolkit_ROOT and CUDACXX — and all of them land on the
+provisioned prefix. `-lcuda` resolves against lib64/stubs (LIBRARY_PATH) on a machine without a driver;
+LD_LIBRARY_PATH serves configure steps that run a probe linked to libcudart (the audit still forbids any of it
+in a wheel). nvcc gets a host compiler its release accepts through NVCC_PREPEND_FLAGS, which a package's own
+-ccbin overrides; CMake gets the same through CUDAHOSTCXX. The GPU architectures come in the three forms builds
+read: CUDAARCHS and CMAKE_CUDA_ARCHITECTURES (CMake's list) and NVCC_GENCODE (nvcc's -gencode flags).
+"""
+
+from __future__ import annotations
+
+from .components import toolkit_table
+from .plan import Variant
+
+# Where the build container's prepare step (data/prepare-build.sh) puts the host compiler nvcc may use.
+HOST_COMPILER_DIR = "/opt/wheelfactory/bin"
+# The provisioned prefix as the Linux build container sees it: cibuildwheel mounts the host's / at /host.
+CONTAINER_PREFIX = "/host$WHEELFACTORY_CUDA_PREFIX"
+
+
+def cmake_architectures(archs: tuple[int, ...]) -> str:
+    """70-real;80-real;90 — SASS for each, and PTX as well for the newest."""
+    return ";".join(f"{arch}-real" if arch != archs[-1] else str(arch) for arch in archs)
+
+
+def gencode_flags(archs: tuple[int, ...]) -> str:
+    """nvcc's -gencode list for the same: SASS for each, and PTX as well for the newest."""
+    flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}" for arch in archs[:-1]]
+    newest = archs[-1]
+    flags.append(f"-gencode=arch=compute_{newest},code=[sm_{newest},compute_{newest}]")
+    return " ".join(flags)
+
+
+def _architectures(variant: Variant) -> dict[str, str]:
+    archs = variant.cuda_archs
+    return {
+        "CUDAARCHS": cmake_architectures(archs),
+        "CMAKE_CUDA_ARCHITECTURES": cmake_architectures(archs),
+        "NVCC_GENCODE": gencode_flags(archs),
+    }
+
+
+def linux_environment(
+    variant: Variant, prefix: str = CONTAINER_PREFIX, host_compiler_dir: str = HOST_COMPILER_DIR
+) -> dict[str, str]:
+    """The variables, in the order they may refer to each other; values are shell words for cibuildwheel."""
+    release = toolkit_table().releases[variant.cuda.toolkit]
+    nvcc_flags = f"-ccbin {host_compiler_dir}/g++"
+    if variant.recipe.allow_unsupported_compiler:
+        nvcc_flags += " -allow-unsupported-compiler"
+    return {
+        "CUDA_HOME": prefix,
+        "CUDA_PATH": "$CUDA_HOME",
+        "CUDAToolkit_ROOT": "$CUDA_HOME",
+        "CUDACXX": "$CUDA_HOME/bin/nvcc",
+        "PATH": "$CUDA_HOME/bin:$PATH",
+        "LIBRARY_PATH": "$CUDA_HOME/lib64/stubs",
+        "LD_LIBRARY_PATH": "$CUDA_HOME/lib64",
+        # The prepare step picks the host compiler for nvcc from these.
+        "WHEELFACTORY_CUDA_TOOLKIT": variant.cuda.toolkit,
+        "WHEELFACTORY_GCC_MAX": str(release.gcc),
+        "WHEELFACTORY_ALLOW_UNSUPPORTED_COMPILER": "1" if variant.recipe.allow_unsupported_compiler else "0",
+        "NVCC_PREPEND_FLAGS": nvcc_flags,
+        "CUDAHOSTCXX": f"{host_compiler_dir}/g++",
+        **_architectures(variant),
+        # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
+        "LDFLAGS": "-Wl,--as-needed",
+    }
+
+
+def windows_environment(variant: Variant) -> dict[str, str]:
+    """On a Windows runner the prefix is a host path; nvcc finds cl.exe from the Visual Studio environment."""
+    nvcc_flags = "-allow-unsupported-compiler" if variant.recipe.allow_unsupported_compiler else ""
+    return {
+        "CUDA_HOME": "$WHEELFACTORY_CUDA_PREFIX",
+        "CUDA_PATH": "$CUDA_HOME",
+        "CUDAToolkit_ROOT": "$CUDA_HOME",
+        "CUDACXX": "$CUDA_HOME/bin/nvcc.exe",
+        "PATH": "$CUDA_HOME/bin;$PATH",
+        **({"NVCC_PREPEND_FLAGS": nvcc_flags} if nvcc_flags else {}),
+        **_architectures(variant),
+    }
