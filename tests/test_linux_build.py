@@ -10,12 +10,15 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from wheelfactory.audit import audit_wheel
+from wheelfactory.buildenv import linux_environment
 from wheelfactory.cli import main
 from wheelfactory.elf import read_elf
+from wheelfactory.errors import ToolFailure
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.provision import provision
@@ -24,55 +27,53 @@ from wheelfactory.report import WheelRecord
 from wheelfactory.smoke import smoke
 from wheelfactory.verify import verify
 
-from .conftest import REPO
+from .conftest import REPO, matrix_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
-
-OFFLINE_IMAGE = "manylinux-offline:latest"
 CUDA_SONAME_PREFIXES = ("libcudart", "libcublas", "libnvrtc", "libnccl", "libcuda.")
+MODULES = {"_flags", "_runtime", "_blas", "_nvrtc", "_device", "_nccl"}
 
 
-def _local(image: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False).returncode == 0
+class Built(NamedTuple):
+    root: Path  # a scratch copy of the project: dist/ and build/ are there
+    record: WheelRecord
+    variant: Variant
+
+    @property
+    def wheel(self) -> Path:
+        return self.root / "dist" / self.record.wheel
 
 
-@pytest.fixture(scope="session")
-def offline_image(docker: None) -> str:
-    """The build image: WHEELFACTORY_TEST_IMAGE, else the offline one when built (`nox -s image`, as CI here
-    does), else the matrix's manylinux image pulled from its registry."""
-    image = os.environ.get("WHEELFACTORY_TEST_IMAGE")
-    if image is None:
-        if _local(OFFLINE_IMAGE):
-            return OFFLINE_IMAGE
-        image = next(v for v in make_plan(REPO).variants if v.major == 12).cuda.platforms["linux-x86_64"].image
-        assert image is not None
-    if not _local(image) and subprocess.run(["docker", "pull", image], capture_output=True, check=False).returncode:
-        message = f"the build image {image} cannot be had — run `nox -s image` first on a host without registry access"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return image
+def _environment(variant: Variant, **changes: str) -> dict[str, str]:
+    """CIBW_ENVIRONMENT_LINUX: the variant's rendered environment with some variables changed. It replaces the
+    rendered table as a whole, as a user's override would."""
+    values = {**linux_environment(variant), **changes}
+    return {"CIBW_ENVIRONMENT_LINUX": " ".join(f'{k}="{v}"' for k, v in values.items())}
 
 
-def _build(base: Path, cuda: int, image: str, extra_env: dict[str, str] | None = None) -> tuple[Path, WheelRecord]:
+def _build(base: Path, cuda: int, image: str, **environment: str) -> Built:
     root = copy_inputs(REPO, base / "project")
-    records = build(BuildRequest(root, cuda, ["3.12"], [], image, None, extra_env=extra_env))
+    matrix = matrix_for(root, image)
+    variant = next(v for v in make_plan(root, matrix).variants if v.major == cuda)
+    extra_env = _environment(variant, **environment) if environment else None
+    records = build(BuildRequest(root, cuda, ["3.12"], [], image, None, matrix, extra_env=extra_env))
     assert len(records) == 1
-    return root, records[0]
+    return Built(root, records[0], variant)
 
 
 @pytest.fixture(scope="session")
-def built12(tmp_path_factory: pytest.TempPathFactory, offline_image: str) -> tuple[Path, WheelRecord]:
-    return _build(tmp_path_factory.mktemp("cuda12"), 12, offline_image)
+def built11(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
+    return _build(tmp_path_factory.mktemp("cuda11"), 11, build_image)
 
 
 @pytest.fixture(scope="session")
-def built13(tmp_path_factory: pytest.TempPathFactory, offline_image: str) -> tuple[Path, WheelRecord]:
-    return _build(tmp_path_factory.mktemp("cuda13"), 13, offline_image)
+def built12(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
+    return _build(tmp_path_factory.mktemp("cuda12"), 12, build_image)
 
 
-def _variant(root: Path, cuda: int) -> Variant:
-    return next(v for v in make_plan(root).variants if v.major == cuda)
+@pytest.fixture(scope="session")
+def built13(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
+    return _build(tmp_path_factory.mktemp("cuda13"), 13, build_image)
 
 
 def _binaries(wheel: Path, into: Path) -> dict[str, Path]:
@@ -80,21 +81,20 @@ def _binaries(wheel: Path, into: Path) -> dict[str, Path]:
     return {p.name.split(".")[0]: p for p in tree.rglob("*.so")}
 
 
-@pytest.mark.parametrize("fixture", ["built12", "built13"])
+@pytest.mark.parametrize("major", [11, 12, 13])
 def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
-    fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+    major: int, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    root, record = request.getfixturevalue(fixture)
-    major = 12 if fixture == "built12" else 13
+    built: Built = request.getfixturevalue(f"built{major}")
+    record = built.record
     assert record.passed, record.why_not()
-    wheel = root / "dist" / record.wheel
-    assert wheel.is_file()
+    assert built.wheel.is_file()
     assert record.wheel.startswith(f"cuprobe_cuda{major}x-0.1.0-cp312-cp312-manylinux_")
-    report = json.loads((root / "dist" / "report.json").read_text())["wheels"]
+    report = json.loads((built.root / "dist" / "report.json").read_text())["wheels"]
     assert [e["wheel"] for e in report] == [record.wheel] and report[0]["passed"]
 
-    binaries = _binaries(wheel, tmp_path)
-    assert set(binaries) == {"_flags", "_runtime", "_blas", "_nvrtc", "_nccl"}
+    binaries = _binaries(built.wheel, tmp_path)
+    assert set(binaries) == MODULES
     for name, path in binaries.items():
         info = read_elf(path)
         assert "libcuda.so.1" not in info.needed, name
@@ -106,6 +106,11 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
     expected_dir = "nvidia/cu13/lib" if major == 13 else "nvidia/cuda_runtime/lib"
     assert runtime.rpath == (f"$ORIGIN/../{expected_dir}",)
     assert read_elf(binaries["_nccl"]).rpath[-1] == "$ORIGIN/../../nvidia/nccl/lib"
+    # nvcc's module: device code for every architecture, the runtime linked dynamically.
+    device = read_elf(binaries["_device"])
+    assert any(lib.startswith("libcudart.so.") for lib in device.needed), device.needed
+    fatbin = subprocess.run(["readelf", "-S", str(binaries["_device"])], capture_output=True, text=True, check=True)
+    assert ".nv_fatbin" in fatbin.stdout
 
     tier2 = next(t for t in record.smoke if t.tier == 2)
     probe = next(c for c in tier2.checks if c.name.startswith("python -m cuprobe"))
@@ -114,24 +119,42 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
     nccl = next(c for c in tier1.checks if c.name.startswith("from cuprobe.cuda import nccl"))
     assert f"pip install 'cuprobe-cuda{major}x[nccl]'" in nccl.detail
 
+    # The report says what it was built with: exactly the matrix's toolkit, and where nvcc came from.
+    toolkit = report[0]["toolkit"]
+    release = built.variant.cuda.toolkit
+    assert toolkit["release"] == release and toolkit["nvcc"]["version"].startswith(f"{release}.")
+    assert toolkit["nvcc"]["source"] in ("pip", "redist", "debian") and toolkit["nvcc"]["from"]
+    assert all(v.split(".")[0].isdigit() for v in toolkit["components"].values())
+    assert toolkit["cuda_archs"] == list(built.variant.cuda_archs)
+    assert toolkit["host_compiler"] and "GCC" in toolkit["host_compiler"]
 
-def test_without_as_needed_the_audit_rejects_the_overlinked_module(tmp_path: Path, offline_image: str) -> None:
-    # manylinux's gcc does not default to --as-needed; Debian's does, so force the old behaviour and drop the
+
+def test_without_as_needed_the_audit_rejects_the_overlinked_module(tmp_path: Path, build_image: str) -> None:
+    # manylinux's gcc does not default to --as-needed; Debian's does, so force the old behaviour instead of the
     # factory's injected flag. setup.py hands every extension every CUDA library, as CuPy's build did.
-    overlinking = {"CIBW_ENVIRONMENT_LINUX": 'CUDA_HOME=/host$WHEELFACTORY_CUDA_PREFIX LDFLAGS="-Wl,--no-as-needed"'}
-    root, record = _build(tmp_path, 12, offline_image, overlinking)
+    built = _build(tmp_path, 12, build_image, LDFLAGS="-Wl,--no-as-needed")
+    record = built.record
     assert not record.passed
     assert record.audit is not None
     flags = next(b for b in record.audit.binaries if b.module == "cuprobe._flags")
     assert any("libcublas.so.12" in p and "no CUDA library" in p for p in flags.problems), flags.problems
-    assert not (root / "dist" / record.wheel).exists()
-    entry = json.loads((root / "dist" / "report.json").read_text())["wheels"][0]
+    assert not built.wheel.exists()
+    entry = json.loads((built.root / "dist" / "report.json").read_text())["wheels"][0]
     assert not entry["passed"] and any("cuprobe._flags" in r or "_flags" in r for r in entry["rejected_because"])
 
 
-def test_a_grafted_libcudart_is_rejected(built12: tuple[Path, WheelRecord], tmp_path: Path) -> None:
-    root, record = built12
-    variant = _variant(root, 12)
+def test_a_build_without_a_host_compiler_nvcc_accepts_stops_before_compiling(tmp_path: Path, build_image: str) -> None:
+    # As if the image had only compilers newer than CUDA's limit: the prepare step names what is needed.
+    with pytest.raises(
+        ToolFailure, match=r"no host compiler for nvcc 12\.\d: it accepts GCC up to 7, .*install g\+\+-7"
+    ):
+        _build(tmp_path, 12, build_image, WHEELFACTORY_GCC_MAX="7")
+    log = (tmp_path / "project" / "build" / "logs" / "cuprobe-cuda12x-linux-x86_64.log").read_text()
+    assert "nvcc -c src/device.cu" not in log
+
+
+def test_a_grafted_libcudart_is_rejected(built12: Built, tmp_path: Path) -> None:
+    variant = built12.variant
     toolkit = provision(variant)
     # Real auditwheel, told to exclude everything but the runtime, with the toolkit on the library path: it
     # grafts libcudart into the wheel, as a careless repair would.
@@ -141,7 +164,7 @@ def test_a_grafted_libcudart_is_rejected(built12: tuple[Path, WheelRecord], tmp_
         for arg in ("--exclude", lib)
     ]
     out = tmp_path / "grafted"
-    env = {**os.environ, "LD_LIBRARY_PATH": str(toolkit.prefix / "lib")}
+    env = {**os.environ, "LD_LIBRARY_PATH": str(toolkit.lib_dir)}
     subprocess.run(
         [
             sys.executable,
@@ -149,12 +172,10 @@ def test_a_grafted_libcudart_is_rejected(built12: tuple[Path, WheelRecord], tmp_
             "auditwheel",
             "repair",
             "--only-plat",
-            "--plat",
-            "manylinux_2_28_x86_64",
             *excludes,
             "-w",
             str(out),
-            str(root / "dist" / record.wheel),
+            str(built12.wheel),
         ],
         check=True,
         env=env,
@@ -170,8 +191,7 @@ def test_a_grafted_libcudart_is_rejected(built12: tuple[Path, WheelRecord], tmp_
     assert bundled and any("a CUDA library is bundled" in p for p in bundled[0].problems), bundled
 
 
-def test_a_module_linking_the_driver_is_rejected(built12: tuple[Path, WheelRecord], tmp_path: Path) -> None:
-    root, record = built12
+def test_a_module_linking_the_driver_is_rejected(built12: Built, tmp_path: Path) -> None:
     # A stand-in libcuda.so.1 and a real extension that links it eagerly, as a careless build would.
     (tmp_path / "cuda_stub.c").write_text("int cuInit(unsigned int flags) { return flags; }\n")
     (tmp_path / "flags.c").write_text("int cuInit(unsigned int); int cuprobe_touch(void) { return cuInit(0); }\n")
@@ -187,7 +207,7 @@ def test_a_module_linking_the_driver_is_rejected(built12: tuple[Path, WheelRecor
         ],
         check=True,
     )
-    tree = unpack(root / "dist" / record.wheel, tmp_path / "tree")
+    tree = unpack(built12.wheel, tmp_path / "tree")
     flags = next(tree.rglob("_flags.*.so"))
     subprocess.run(
         [
@@ -207,18 +227,15 @@ def test_a_module_linking_the_driver_is_rejected(built12: tuple[Path, WheelRecor
     (tmp_path / "out").mkdir()
     wheel = pack(tree, tmp_path / "out")
 
-    audit = audit_wheel(wheel, _variant(root, 12))
+    audit = audit_wheel(wheel, built12.variant)
 
     problems = next(b for b in audit.binaries if b.module == "cuprobe._flags").problems
     assert any("links the driver libcuda.so.1" in p for p in problems), problems
 
 
-def test_a_wrong_rpath_is_caught_by_smoke_tier_2(
-    built12: tuple[Path, WheelRecord], tmp_path: Path, offline_image: str
-) -> None:
-    root, record = built12
-    variant = _variant(root, 12)
-    tree = unpack(root / "dist" / record.wheel, tmp_path / "tree")
+def test_a_wrong_rpath_is_caught_by_smoke_tier_2(built12: Built, tmp_path: Path, build_image: str) -> None:
+    variant = built12.variant
+    tree = unpack(built12.wheel, tmp_path / "tree")
     runtime = next(tree.rglob("_runtime.*.so"))
     # Points at cuBLAS's directory instead of the runtime's: the audit would say so, but the smoke tier must
     # catch it on its own, by loading the module.
@@ -228,7 +245,7 @@ def test_a_wrong_rpath_is_caught_by_smoke_tier_2(
     (tmp_path / "out").mkdir()
     wheel = pack(tree, tmp_path / "out")
 
-    tiers = smoke(wheel, variant, provision(variant).wheel_dir, offline_image)
+    tiers = smoke(wheel, variant, provision(variant).wheel_dir, build_image)
 
     assert [t.tier for t in tiers] == [1, 2, 3]
     assert tiers[0].passed
@@ -238,13 +255,12 @@ def test_a_wrong_rpath_is_caught_by_smoke_tier_2(
     assert any(c.name.startswith("import cuprobe._runtime") and "libcudart.so.12" in c.detail for c in failed)
 
 
-def test_warm_provisioning_downloads_nothing(built12: tuple[Path, WheelRecord]) -> None:
-    root, _ = built12
-    toolkit = provision(_variant(root, 12))
+def test_warm_provisioning_downloads_nothing(built12: Built) -> None:
+    toolkit = provision(built12.variant)
     assert not toolkit.downloaded
     assert (toolkit.prefix / "include" / "cuda_runtime_api.h").is_file()
     assert (toolkit.prefix / "include" / "crt" / "host_config.h").is_file()
-    assert (toolkit.prefix / "lib" / "libcublas.so").resolve().name == "libcublas.so.12"
+    assert (toolkit.prefix / "lib64" / "libcublas.so").resolve().name == "libcublas.so.12"
 
 
 def test_an_image_that_cannot_be_pulled_names_the_offline_image(
@@ -271,10 +287,9 @@ def test_an_image_that_cannot_be_pulled_names_the_offline_image(
     assert not (root / "dist").exists()
 
 
-def test_release_gate_wants_exactly_the_planned_wheels(built12: tuple[Path, WheelRecord], tmp_path: Path) -> None:
-    root, record = built12
-    wheel = root / "dist" / record.wheel
-    jobs = [job.as_json() for job in make_plan(root).jobs()]
+def test_release_gate_wants_exactly_the_planned_wheels(built12: Built, tmp_path: Path) -> None:
+    wheel = built12.wheel
+    jobs = [job.as_json() for job in make_plan(built12.root).jobs()]
     ours = [job for job in jobs if job["id"] == "cuprobe-cuda12x-cp312-manylinux_x86_64"]
     assert verify(ours, [wheel]) == []
 
@@ -288,3 +303,80 @@ def test_release_gate_wants_exactly_the_planned_wheels(built12: tuple[Path, Whee
     ]
     tight = ours[0] | {"size_limit_mb": 0}
     assert verify([tight], [wheel])[0].startswith(f"{wheel.name}: 0.1 MiB, over its 0 MiB limit")
+
+
+CXX_RECIPE = """
+name: cxxprobe
+version: "0.1.0"
+import: cxxprobe
+source: {path: source}
+components: []
+modules:
+  cxxprobe._text: []
+smoke:
+  gpu_free: ["import cxxprobe._text; assert cxxprobe._text.cube_roots('8 27') == '2 3'"]
+"""
+
+CXX_SOURCE = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+static std::string cube_roots(const std::string &text) {
+    std::istringstream in(text);
+    std::vector<double> values;
+    for (double v; in >> v;) values.push_back(std::cbrt(v));
+    if (values.empty()) throw std::invalid_argument("no numbers");
+    std::ostringstream out;
+    for (size_t i = 0; i < values.size(); i++) out << (i ? " " : "") << values[i];
+    return out.str();
+}
+
+static PyObject *py_cube_roots(PyObject *, PyObject *args) {
+    const char *text;
+    if (!PyArg_ParseTuple(args, "s", &text)) return nullptr;
+    try {
+        return PyUnicode_FromString(cube_roots(text).c_str());
+    } catch (const std::exception &e) {
+        PyErr_SetString(PyExc_ValueError, e.what());
+        return nullptr;
+    }
+}
+
+static PyMethodDef methods[] = {{"cube_roots", py_cube_roots, METH_VARARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cxxprobe._text", nullptr, -1, methods};
+PyMODINIT_FUNC PyInit__text(void) { return PyModule_Create(&module); }
+"""
+
+
+def test_a_cxx_extension_builds_and_repairs_in_the_build_image(tmp_path: Path, build_image: str) -> None:
+    # libstdc++ (streams, exceptions) and libm: the symbol versions a C++ package needs must fit the image's tag.
+    root = copy_inputs(REPO, tmp_path / "project")
+    recipe = root / "recipes" / "cxxprobe"
+    (recipe / "source" / "cxxprobe").mkdir(parents=True)
+    (recipe / "recipe.yaml").write_text(CXX_RECIPE)
+    (recipe / "source" / "cxxprobe" / "__init__.py").write_text("")
+    (recipe / "source" / "text.cpp").write_text(CXX_SOURCE)
+    (recipe / "source" / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "setup(packages=['cxxprobe'], ext_modules=[Extension('cxxprobe._text', ['text.cpp'], language='c++')])\n"
+    )
+    matrix = matrix_for(root, build_image)
+
+    (record,) = build(BuildRequest(root, 13, ["3.12"], ["cxxprobe"], build_image, None, matrix))
+
+    assert record.passed, record.why_not()
+    tag = (
+        subprocess.run(
+            ["docker", "run", "--rm", build_image, "sh", "-c", "echo $AUDITWHEEL_PLAT"], capture_output=True, text=True
+        ).stdout.strip()
+        or "manylinux_2_28_x86_64"
+    )
+    assert record.wheel.endswith(f"-cp312-cp312-{tag}.whl"), record.wheel
+    assert record.audit is not None
+    (module,) = [b for b in record.audit.binaries if b.module == "cxxprobe._text"]
+    assert "libstdc++.so.6" in module.needed and not module.problems

@@ -9,6 +9,10 @@ import pytest
 import yaml
 
 from wheelfactory.cli import main
+from wheelfactory.components import toolkit_table
+from wheelfactory.plan import make_plan
+
+from .conftest import REPO
 
 
 def _expansion(matrix: dict) -> int:  # type: ignore[type-arg]
@@ -55,3 +59,14 @@ def test_each_job_names_runner_session_and_arguments(project: Path, capsys: pyte
     assert job["command"] == "nox -s build-cuda12 -- --recipe cuprobe --python 3.12 --platform windows"
     arm = next(j for j in jobs if j["id"] == "cuprobe-cuda13x-cp314-manylinux_aarch64")
     assert arm["runner"] == "ubuntu-24.04-arm"
+
+
+def test_the_offline_matrix_is_the_matrix_with_offline_toolkits() -> None:
+    # matrix-offline.yaml must not drift from matrix.yaml: only the toolkit releases may differ, and each of its
+    # releases must have an nvcc source that reaches no NVIDIA server.
+    project, offline = (yaml.safe_load((REPO / name).read_text()) for name in ("matrix.yaml", "matrix-offline.yaml"))
+    for record in (*project["cuda"], *offline["cuda"]):
+        record.pop("toolkit")
+    assert offline == project
+    for variant in make_plan(REPO, REPO / "matrix-offline.yaml").variants:
+        assert set(toolkit_table().releases[variant.cuda.toolkit].nvcc) & {"pip", "debian"}, variant.cuda.toolkit

@@ -8,6 +8,7 @@ the rendered configuration runs auditwheel with every CUDA library of the declar
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -18,13 +19,14 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from . import host
 from .components import platforms
-from .errors import UserError
+from .errors import ToolFailure, UserError
 from .image import container_engine
 from .plan import Cell, Variant
 from .progress import console, step
 from .provision import Toolkit
-from .render import VARIANT_MODULE, RenderedVariant
+from .render import PREPARE_SCRIPT, STATS_SCRIPT, VARIANT_MODULE, RenderedVariant
 from .sources import source_tree
 
 # What docker or podman say when an image cannot be had.
@@ -35,12 +37,37 @@ _PULL_FAILURE = re.compile(
 )
 
 
+# What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
+_HOST_COMPILER = re.compile(r"^wheelfactory: nvcc's host compiler is (?P<compiler>.+)$", re.MULTILINE)
+_NO_HOST_COMPILER = re.compile(r"^wheelfactory: no host compiler for nvcc.*$", re.MULTILINE)
+
+
 @dataclass(frozen=True)
 class Built:
     wheels: tuple[Path, ...]
     image: str
     log: Path
     seconds: float
+    host_compiler: str | None  # nvcc's host compiler, as the build container chose it (Linux)
+    compiler_cache: dict[str, object] | None  # the cache's hits and misses over the run; None without one
+
+
+def compiler_cache_stats(path: Path) -> dict[str, object] | None:
+    """Hits and misses per language from sccache's --show-stats JSON, None when there is none."""
+    try:
+        stats = json.loads(path.read_text())["stats"]
+    except (OSError, ValueError, KeyError):
+        return None
+    hits = stats.get("cache_hits", {}).get("counts", {})
+    misses = stats.get("cache_misses", {}).get("counts", {})
+    return {
+        "hits": sum(hits.values()),
+        "misses": sum(misses.values()),
+        "by_language": {
+            lang: {"hits": hits.get(lang, 0), "misses": misses.get(lang, 0)} for lang in sorted({*hits, *misses})
+        },
+        "not_cacheable": sum(stats.get("not_cached", {}).values()),
+    }
 
 
 def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> list[Cell]:
@@ -76,14 +103,10 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
     package_dir.mkdir(parents=True, exist_ok=True)
     (package_dir / VARIANT_MODULE).write_text(rendered.files[VARIANT_MODULE], encoding="utf-8")
     inject_loader(package_dir / "__init__.py")
-    prepare = target / PREPARE_SCRIPT
-    prepare.parent.mkdir(exist_ok=True)
-    prepare.write_text(files("wheelfactory.data").joinpath("prepare-build.sh").read_text(encoding="utf-8"))
+    for script in (PREPARE_SCRIPT, STATS_SCRIPT):
+        (target / script).parent.mkdir(exist_ok=True)
+        (target / script).write_text(files("wheelfactory.data").joinpath(Path(script).name).read_text("utf-8"))
     return target
-
-
-# The build container's prepare step (cibuildwheel's before-all, in the rendered configuration).
-PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"
 
 
 LOADER_IMPORT = "from . import _cuda_variant  # wheelfactory: NVIDIA's DLL directories, before any extension loads\n"
@@ -146,6 +169,7 @@ def run_cibuildwheel(
     build_root: Path,
     image: str | None,
     extra_env: dict[str, str] | None = None,
+    compiler_cache: Path | None = None,
 ) -> Built:
 
     variant = rendered.variant
@@ -159,12 +183,17 @@ def run_cibuildwheel(
     log = build_root / "logs" / f"{variant.dist_name}-{platform_name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
 
+    stats = build_root / "logs" / f"{variant.dist_name}-{platform_name}-compiler-cache.json"
+    stats.unlink(missing_ok=True)
     env = dict(os.environ)
     env.update(
         {
             "CIBW_BUILD": " ".join(c.identifier for c in cells),
             f"CIBW_ARCHS_{info.os.upper()}": info.cibw_arch,
             "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix),
+            "WHEELFACTORY_COMPILER_CACHE": str(compiler_cache or ""),
+            "WHEELFACTORY_COMPILER_CACHE_DIR": str(host.cache_dir() / "compiler-cache"),
+            "WHEELFACTORY_COMPILER_CACHE_STATS": str(stats.resolve()) if compiler_cache else "",
         }
     )
     if info.os == "linux":
@@ -185,11 +214,22 @@ def run_cibuildwheel(
                     f"cannot pull the build image {chosen_image} — run `nox -s image` and pass "
                     f"`-- --image manylinux-offline:latest` (log: {log})"
                 )
+            no_compiler = _NO_HOST_COMPILER.search(text)
+            if no_compiler:
+                raise ToolFailure(f"{no_compiler[0].removeprefix('wheelfactory: ')} (log: {log})")
             tail = "\n".join(text.strip().splitlines()[-25:])
-            raise UserError(
+            raise ToolFailure(
                 f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{tail}"
             )
     wheels = tuple(sorted(out.glob("*.whl")))
     if len(wheels) != len(cells):
         console.print(f"warning: expected {len(cells)} wheels, cibuildwheel produced {len(wheels)}")
-    return Built(wheels, chosen_image or "", log, time.monotonic() - started)
+    chosen = _HOST_COMPILER.search(text)
+    return Built(
+        wheels,
+        chosen_image or "",
+        log,
+        time.monotonic() - started,
+        chosen["compiler"] if chosen else None,
+        compiler_cache_stats(stats) if compiler_cache else None,
+    )

@@ -4,9 +4,10 @@ Build systems find CUDA in many ways — `$CUDA_HOME/bin/nvcc`, `nvcc` on PATH, 
 FindCUDAToolkit / enable_language(CUDA) through CUDAToolkit_ROOT and CUDACXX — and all of them land on the
 provisioned prefix. `-lcuda` resolves against lib64/stubs (LIBRARY_PATH) on a machine without a driver;
 LD_LIBRARY_PATH serves configure steps that run a probe linked to libcudart (the audit still forbids any of it
-in a wheel). nvcc gets a host compiler its release accepts through NVCC_PREPEND_FLAGS, which a package's own
--ccbin overrides; CMake gets the same through CUDAHOSTCXX. The GPU architectures come in the three forms builds
-read: CUDAARCHS and CMAKE_CUDA_ARCHITECTURES (CMake's list) and NVCC_GENCODE (nvcc's -gencode flags).
+in a wheel). nvcc (through its wrapper in the prefix) and CC/CXX go through the compiler cache. nvcc gets a
+host compiler its release accepts through NVCC_PREPEND_FLAGS, which a package's own -ccbin overrides; CMake
+gets the same through CUDAHOSTCXX. The GPU architectures come in the three forms builds read: CUDAARCHS and
+CMAKE_CUDA_ARCHITECTURES (CMake's list) and NVCC_GENCODE (nvcc's -gencode flags).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 from .components import toolkit_table
 from .plan import Variant
 
-# Where the build container's prepare step (data/prepare-build.sh) puts the host compiler nvcc may use.
-HOST_COMPILER_DIR = "/opt/wheelfactory/bin"
+# Where the build container's prepare step (data/prepare-build.sh) puts the host compiler nvcc may use, and the
+# default C/C++ compilers run through the compiler cache.
+HOST_COMPILER_DIR = "/opt/wheelfactory/nvcc-host"
+CACHED_COMPILER_DIR = "/opt/wheelfactory/cached"
 # The provisioned prefix as the Linux build container sees it: cibuildwheel mounts the host's / at /host.
 CONTAINER_PREFIX = "/host$WHEELFACTORY_CUDA_PREFIX"
 
@@ -65,6 +68,11 @@ def linux_environment(
         "NVCC_PREPEND_FLAGS": nvcc_flags,
         "CUDAHOSTCXX": f"{host_compiler_dir}/g++",
         **_architectures(variant),
+        # The compiler cache (the host's, empty when the build runs without one): nvcc's wrapper and CC/CXX use it.
+        "WHEELFACTORY_SCCACHE": "/host$WHEELFACTORY_COMPILER_CACHE",
+        "SCCACHE_DIR": "/host$WHEELFACTORY_COMPILER_CACHE_DIR",
+        "CC": f"{CACHED_COMPILER_DIR}/cc",
+        "CXX": f"{CACHED_COMPILER_DIR}/c++",
         # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
         "LDFLAGS": "-Wl,--as-needed",
     }

@@ -66,7 +66,16 @@ def cmd_image(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from .pipeline import BuildRequest, build
 
-    request = BuildRequest(_root(args), args.cuda, args.python, args.recipe, args.image, args.platform, _matrix(args))
+    request = BuildRequest(
+        _root(args),
+        args.cuda,
+        args.python,
+        args.recipe,
+        args.image,
+        args.platform,
+        _matrix(args),
+        compiler_cache=not args.no_compiler_cache,
+    )
     records = build(request)
     return 0 if records and all(r.passed for r in records) else 1
 
@@ -121,6 +130,9 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--image", help="Linux build image (overrides the matrix's)")
     build.add_argument("--platform", choices=["linux", "windows"], help="defaults to this host's")
     build.add_argument("--matrix", help="another matrix file")
+    build.add_argument(
+        "--no-compiler-cache", action="store_true", help="compile everything afresh, without the compiler cache"
+    )
     build.set_defaults(run=cmd_build)
 
     smoke = sub.add_parser("smoke", help="re-run the GPU-free smoke tiers on existing wheels")

@@ -169,9 +169,18 @@ class DebianSettings(_Frozen):
     packages: dict[str, tuple[Placement, ...]]
 
 
+class Tool(_Frozen):
+    """A build tool that comes as a wheel from the package index."""
+
+    distribution: str
+    version: str
+    executable: str  # its file under <name>-<version>.data/scripts/
+
+
 class ToolkitTable(_Frozen):
     releases: dict[str, ToolkitRelease]
     cuda_archs: dict[int, tuple[int, ...]]  # default GPU architectures per CUDA major
+    compiler_cache: Tool
     redist: RedistSettings
     debian: DebianSettings
 

@@ -15,12 +15,12 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from . import host
 from .audit import audit_wheel, wheel_python
-from .build import ensure_image, run_cibuildwheel, select_cells
+from .build import Built, ensure_image, run_cibuildwheel, select_cells
 from .components import platforms
 from .errors import UserError
 from .plan import Cell, Plan, Variant, make_plan
 from .progress import step
-from .provision import provision
+from .provision import Toolkit, compiler_cache, provision
 from .render import RenderedVariant, render_plan
 from .repair import set_rpaths
 from .report import WheelRecord, summary, write_report
@@ -37,6 +37,7 @@ class BuildRequest:
     platform: str | None  # "linux" | "windows"; None: this host's
     matrix: Path | None = None
     extra_env: dict[str, str] | None = None  # for tests that turn a gate's safeguard off
+    compiler_cache: bool = True
 
 
 def _variants(plan: Plan, cuda: int) -> list[Variant]:
@@ -75,6 +76,21 @@ def check_wheel(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str)
     return record
 
 
+def toolkit_record(toolkit: Toolkit, variant: Variant, built: Built) -> dict[str, object]:
+    """What a wheel was built with, for the report: the toolkit release, nvcc and where it came from, every
+    NVIDIA wheel's version, the GPU architectures, nvcc's host compiler and the compiler cache's hits."""
+    return {
+        "release": toolkit.release,
+        "nvcc": {"version": toolkit.nvcc_version, "source": toolkit.nvcc.source, "from": toolkit.nvcc.detail},
+        "driver_stub": toolkit.driver_stub,
+        "components": toolkit.versions,
+        "cuda_archs": list(variant.cuda_archs),
+        "host_compiler": built.host_compiler,
+        "allow_unsupported_compiler": variant.recipe.allow_unsupported_compiler,
+        "compiler_cache": built.compiler_cache,
+    }
+
+
 def build(request: BuildRequest) -> list[WheelRecord]:
     plan = make_plan(request.root, request.matrix, request.recipes or None)
     variants = _variants(plan, request.cuda)
@@ -111,7 +127,8 @@ def _build_variant(
     started = time.monotonic()
     toolkit = provision(variant, cells[0].os, platforms()[cells[0].platform].cibw_arch)
     provision_s = round(time.monotonic() - started, 1)
-    built = run_cibuildwheel(rendered, cells, toolkit, build_root, request.image, request.extra_env)
+    cache = compiler_cache(cells[0].os, platforms()[cells[0].platform].cibw_arch) if request.compiler_cache else None
+    built = run_cibuildwheel(rendered, cells, toolkit, build_root, request.image, request.extra_env, cache)
     records = []
     repaired_dir = build_root / "repaired" / variant.dist_name
     shutil.rmtree(repaired_dir, ignore_errors=True)
@@ -124,6 +141,7 @@ def _build_variant(
         record = check_wheel(repaired, variant, toolkit.wheel_dir, built.image)
         record.rpath_changes = [{"member": c.member, "before": list(c.before), "after": list(c.after)} for c in changes]
         record.build_log = str(built.log)
+        record.toolkit = toolkit_record(toolkit, variant, built)
         record.timings = {
             "provision": provision_s,
             "build": round(built.seconds / len(built.wheels), 1),

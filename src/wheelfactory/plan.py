@@ -141,7 +141,7 @@ class Plan:
         return jobs
 
 
-INPUTS = ("matrix.yaml", "recipes", "templates")
+INPUTS = ("matrix.yaml", "matrix-offline.yaml", "recipes", "templates")
 
 
 def copy_inputs(root: Path, target: Path) -> Path:

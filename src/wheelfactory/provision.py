@@ -408,14 +408,32 @@ def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path, ori
             if not (lib / f"{stem}.so").exists():
                 _relative_link(lib / f"{stem}.so", library)
         (prefix / "lib").symlink_to("lib64")  # some builds look in $CUDA_HOME/lib
+    _install_nvcc(prefix, os_name, origin)
+
+
+def _install_nvcc(prefix: Path, os_name: OS, origin: NvccOrigin) -> None:
+    """A real nvcc beside the relocatable nvcc.profile (nvcc reads the profile beside its own path).
+
+    On Linux the real one lives in libexec/ and bin/nvcc is a small script that runs it through the compiler
+    cache when the build provides one — every way a build calls nvcc ($CUDA_HOME/bin/nvcc, PATH, CUDACXX) goes
+    through it.
+    """
+    data = files("wheelfactory.data")
     nvcc = prefix / "bin" / ("nvcc.exe" if os_name == "windows" else "nvcc")
     if not (nvcc.is_symlink() or nvcc.exists()):
         raise ToolFailure(f"{origin.detail}: no nvcc among its files")
-    _real_file(nvcc)
-    profile = prefix / "bin" / "nvcc.profile"
-    if profile.is_symlink() or profile.exists():
-        profile.unlink()
-    profile.write_text(files("wheelfactory.data").joinpath(f"nvcc.profile.{os_name}").read_text(encoding="utf-8"))
+    home = prefix / ("bin" if os_name == "windows" else "libexec")
+    if os_name == "linux":
+        home.mkdir(exist_ok=True)
+        nvcc.rename(home / "nvcc")
+        (home / "crt").symlink_to("../bin/crt")  # nvcc finds crt/link.stub beside itself
+        nvcc.write_text(data.joinpath("nvcc-wrapper.sh").read_text(encoding="utf-8"))
+        nvcc.chmod(0o755)
+    _real_file(home / nvcc.name)
+    for profile in (prefix / "bin" / "nvcc.profile", home / "nvcc.profile"):
+        if profile.is_symlink() or profile.exists():
+            profile.unlink()
+    (home / "nvcc.profile").write_text(data.joinpath(f"nvcc.profile.{os_name}").read_text(encoding="utf-8"))
 
 
 def nvcc_version(prefix: Path, os_name: OS, arch: str) -> str | None:
@@ -428,6 +446,25 @@ def nvcc_version(prefix: Path, os_name: OS, arch: str) -> str | None:
     if ran.returncode != 0 or match is None:
         raise ToolFailure(f"the provisioned nvcc does not run: {(ran.stdout + ran.stderr).strip()[-500:]}")
     return match[1]
+
+
+def compiler_cache(os_name: OS, arch: str) -> Path | None:
+    """The compiler cache's executable for builds on this platform (Linux), fetched once into the cache."""
+    if os_name != "linux":
+        return None
+    tool = toolkit_table().compiler_cache
+    home = host.cache_dir() / "tools" / f"{tool.distribution}-{tool.version}-{os_name}-{arch}"
+    executable = home / tool.executable
+    if not executable.is_file():
+        with tempfile.TemporaryDirectory() as scratch, step(f"download {tool.distribution} {tool.version}"):
+            (wheel,) = _download([f"{tool.distribution}=={tool.version}"], os_name, arch, Path(scratch))
+            found = next(unpack(wheel, Path(scratch) / "tree").glob(f"*.data/scripts/{tool.executable}"))
+            home.mkdir(parents=True, exist_ok=True)
+            partial = home / f".{tool.executable}.part"
+            shutil.copy2(found, partial)
+            partial.chmod(0o755)
+            partial.replace(executable)
+    return executable
 
 
 def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> Toolkit:
@@ -474,8 +511,7 @@ def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> 
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     facts = json.loads(record.read_text())
-    if downloaded:
-        console.print(f"CUDA {release}: nvcc {facts['nvcc_version']} ({origin.detail})")
+    console.print(f"CUDA {release}: nvcc {facts['nvcc_version']} ({origin.detail})")
     return Toolkit(
         variant.major,
         release,

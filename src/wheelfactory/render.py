@@ -20,6 +20,9 @@ from .buildenv import linux_environment, windows_environment
 from .components import OS, component_table, platforms
 from .plan import Plan, Variant
 
+# The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
+PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"
+STATS_SCRIPT = ".wheelfactory/compiler-cache-stats.sh"
 # Written into the package at build time: what the variant needs from CUDA (and, on Windows, its DLL loader).
 VARIANT_MODULE = "_cuda_variant.py"
 CLASSIFIER_GPU = "Environment :: GPU :: NVIDIA CUDA :: {major}"
@@ -103,7 +106,8 @@ def _readme(variant: Variant) -> str:
 def linux_repair_command(variant: Variant) -> str:
     """auditwheel repair that grafts ordinary libraries but never the driver or a declared CUDA library."""
     excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in excluded_libraries(variant, "linux"))
-    return f"auditwheel repair --only-plat -w {{dest_dir}} {excludes} {{wheel}}"
+    # Then the compiler cache's totals, for the report.
+    return f"auditwheel repair --only-plat -w {{dest_dir}} {excludes} {{wheel}} && sh {{project}}/{STATS_SCRIPT}"
 
 
 def windows_repair_command(variant: Variant) -> str:
@@ -128,6 +132,7 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
             "images": images,
             "repair": linux_repair_command(variant),
             "environment": linux_environment(variant),
+            "before_all": f"sh {{project}}/{PREPARE_SCRIPT}",
         }
     windows = None
     if by_os["windows"]:

@@ -27,6 +27,7 @@ class WheelRecord:
     smoke: list[TierResult] = field(default_factory=list)
     rpath_changes: list[dict[str, object]] = field(default_factory=list)  # what the repair did to each binary
     build_log: str = ""
+    toolkit: dict[str, object] = field(default_factory=dict)  # what it was built with: nvcc, versions, archs
     timings: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
 
@@ -62,6 +63,7 @@ class WheelRecord:
             "binaries": binaries,
             "rpath_changes": self.rpath_changes,
             "build_log": self.build_log,
+            "toolkit": self.toolkit,
             "audit": audit,
             "smoke": [t.as_json() for t in self.smoke],
             "timings_s": self.timings,

@@ -2,15 +2,32 @@
 # Written by wheelfactory into the build tree; cibuildwheel runs it once in the Linux build container, before
 # any wheel is built (before-all).
 #
-# nvcc refuses a host compiler newer than its release supports (crt/host_config.h): CUDA 11.8 takes GCC up to
-# 11, 12.4 up to 13. Pick the newest GCC the image has (or can install) within $WHEELFACTORY_GCC_MAX and put
-# it at $out/{gcc,g++}, where NVCC_PREPEND_FLAGS (-ccbin) and CUDAHOSTCXX point; or stop here, before
-# anything compiles, naming the compiler this CUDA release needs.
+# 1. The compiler cache: $cached/{cc,c++} (where CC and CXX point) run the image's default compilers through
+#    sccache when the build provides it ($WHEELFACTORY_SCCACHE), and plainly otherwise.
+# 2. nvcc refuses a host compiler newer than its release supports (crt/host_config.h): CUDA 11.8 takes GCC up
+#    to 11, 12.4 up to 13. Pick the newest GCC the image has (or can install) within $WHEELFACTORY_GCC_MAX and
+#    put it at $out/{gcc,g++}, where NVCC_PREPEND_FLAGS (-ccbin) and CUDAHOSTCXX point; or stop here, before
+#    anything compiles, naming the compiler this CUDA release needs.
 set -eu
 
 max=${WHEELFACTORY_GCC_MAX:?the build environment sets it}
 toolkit=${WHEELFACTORY_CUDA_TOOLKIT:-?}
-out=/opt/wheelfactory/bin
+out=/opt/wheelfactory/nvcc-host
+cached=/opt/wheelfactory/cached
+
+wrap() {  # wrap NAME COMPILER: $cached/NAME runs COMPILER, through the cache when there is one
+    mkdir -p "$cached"
+    {
+        echo '#!/bin/sh'
+        echo 'if [ -n "${WHEELFACTORY_SCCACHE:-}" ] && [ -f "$WHEELFACTORY_SCCACHE" ] && [ -x "$WHEELFACTORY_SCCACHE" ]; then'
+        echo "    exec \"\$WHEELFACTORY_SCCACHE\" $2 \"\$@\""
+        echo 'fi'
+        echo "exec $2 \"\$@\""
+    } >"$cached/$1"
+    chmod 755 "$cached/$1"
+}
+wrap cc "$(command -v gcc)"
+wrap c++ "$(command -v g++)"
 
 gcc_major() {
     "$1" -dumpfullversion -dumpversion 2>/dev/null | cut -d. -f1
