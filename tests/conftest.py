@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import shutil
 import subprocess
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -69,3 +74,67 @@ def build_image(docker: None) -> str:
 def matrix_for(root: Path, image: str) -> Path:
     """The matrix a test builds with `image`: toolkits with an offline nvcc source in the offline image."""
     return root / (OFFLINE_MATRIX if image == OFFLINE_IMAGE else "matrix.yaml")
+
+
+FAKE_NVCC = """#!/bin/sh
+echo "Cuda compilation tools, release {release}, V{version}"
+"""
+
+
+def _archive(name: str, members: dict[str, str], windows: bool) -> bytes:
+    buffer = io.BytesIO()
+    if windows:
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for path, text in members.items():
+                archive.writestr(f"{name}/{path}", text)
+    else:
+        with tarfile.open(fileobj=buffer, mode="w:xz") as archive:
+            for path, text in members.items():
+                data = text.encode()
+                info = tarfile.TarInfo(f"{name}/{path}")
+                info.size, info.mode = len(data), 0o755
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def serve_redist_release(
+    directory: Path,
+    release: str,
+    nvcc_version: str,
+    sha256_of_nvcc: str | None = None,
+    platform: str = "linux-x86_64",
+) -> None:
+    """NVIDIA's redistrib_<release>.json with stand-in cuda_nvcc and cuda_cudart archives, laid out as NVIDIA's
+    server has them: what provisioning fetches where no wheel carries nvcc. NVIDIA's server is out of reach
+    here; the stand-in nvcc (a script on Linux) only says its version."""
+    windows = platform.startswith("windows")
+    exe = ".exe" if windows else ""
+    manifest: dict[str, object] = {"release_label": release, "release_product": "cuda"}
+    if (directory / f"redistrib_{release}.json").is_file():
+        manifest = json.loads((directory / f"redistrib_{release}.json").read_text())
+    cudart = {"lib/x64/cudart_static.lib": "lib", "lib/x64/cuda.lib": "lib"} if windows else {}
+    cudart = cudart or {"lib/libcudart_static.a": "archive", "lib/stubs/libcuda.so": "stub"}
+    archives = {
+        "cuda_nvcc": {
+            f"bin/nvcc{exe}": FAKE_NVCC.format(release=release.rsplit(".", 1)[0], version=nvcc_version),
+            f"bin/ptxas{exe}": "ptxas",
+            "bin/crt/link.stub": "stub",
+            f"nvvm/bin/cicc{exe}": "cicc",
+            "nvvm/libdevice/libdevice.10.bc": "bitcode",
+            "include/crt/host_config.h": "/* the wheels' headers are used, not these */",
+        },
+        "cuda_cudart": cudart,
+    }
+    for component, members in archives.items():
+        name = f"{component}-{platform}-{nvcc_version}-archive"
+        relative = f"{component}/{platform}/{name}.{'zip' if windows else 'tar.xz'}"
+        body = _archive(name, members, windows)
+        (directory / relative).parent.mkdir(parents=True, exist_ok=True)
+        (directory / relative).write_bytes(body)
+        digest = hashlib.sha256(body).hexdigest()
+        if component == "cuda_nvcc" and sha256_of_nvcc is not None:
+            digest = sha256_of_nvcc
+        entry = manifest.setdefault(component, {"name": component, "version": nvcc_version})
+        assert isinstance(entry, dict)
+        entry[platform] = {"relative_path": relative, "sha256": digest, "size": str(len(body))}
+    (directory / f"redistrib_{release}.json").write_text(json.dumps(manifest))

@@ -8,13 +8,9 @@ code (manifest, download, sha256 check, unpack, layout) against archives served 
 
 from __future__ import annotations
 
-import hashlib
 import http.server
-import io
-import json
 import shutil
 import subprocess
-import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +29,7 @@ from wheelfactory.host import cache_dir
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.provision import Toolkit, components_to_provision, driver_api, provision
 
-from .conftest import REPO, matrix_for
+from .conftest import REPO, matrix_for, serve_redist_release
 
 pytestmark = pytest.mark.slow
 
@@ -184,53 +180,6 @@ def test_the_driver_stub_is_generated_from_cuda_h_where_no_source_has_one(
 # ---------------------------------------------------------------------------------------------- NVIDIA's archives
 
 
-FAKE_NVCC = """#!/bin/sh
-echo "Cuda compilation tools, release {release}, V{version}"
-"""
-
-
-def _tar_xz(name: str, members: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:xz") as archive:
-        for path, text in members.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"{name}/{path}")
-            info.size, info.mode = len(data), 0o755
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def _serve_release(directory: Path, release: str, nvcc_version: str, sha256_of_nvcc: str | None = None) -> None:
-    """A redistrib_<release>.json and its cuda_nvcc and cuda_cudart archives, laid out as NVIDIA's server has them."""
-    manifest: dict[str, object] = {"release_label": release, "release_product": "cuda"}
-    archives = {
-        "cuda_nvcc": {
-            "bin/nvcc": FAKE_NVCC.format(release=release.rsplit(".", 1)[0], version=nvcc_version),
-            "bin/ptxas": "ptxas",
-            "bin/crt/link.stub": "stub",
-            "nvvm/bin/cicc": "cicc",
-            "nvvm/libdevice/libdevice.10.bc": "bitcode",
-            "include/crt/host_config.h": "/* the wheels' headers are used, not these */",
-        },
-        "cuda_cudart": {"lib/libcudart_static.a": "archive", "lib/stubs/libcuda.so": "stub"},
-    }
-    for component, members in archives.items():
-        name = f"{component}-linux-x86_64-{nvcc_version}-archive"
-        relative = f"{component}/linux-x86_64/{name}.tar.xz"
-        body = _tar_xz(name, members)
-        (directory / relative).parent.mkdir(parents=True, exist_ok=True)
-        (directory / relative).write_bytes(body)
-        digest = hashlib.sha256(body).hexdigest()
-        if component == "cuda_nvcc" and sha256_of_nvcc is not None:
-            digest = sha256_of_nvcc
-        manifest[component] = {
-            "name": component,
-            "version": nvcc_version,
-            "linux-x86_64": {"relative_path": relative, "sha256": digest, "size": str(len(body))},
-        }
-    (directory / f"redistrib_{release}.json").write_text(json.dumps(manifest))
-
-
 @pytest.fixture
 def local_redist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A directory served over HTTP on loopback, as WHEELFACTORY_CUDA_REDIST_URL; an empty factory cache."""
@@ -266,7 +215,7 @@ def _cuda12_variant(project: Path, toolkit: str) -> Variant:
 def test_nvcc_from_nvidias_archives_is_checked_unpacked_and_laid_out(local_redist: Path, project: Path) -> None:
     release = toolkit_table().releases["12.9"].redist
     assert release is not None
-    _serve_release(local_redist, release, "12.9.86")
+    serve_redist_release(local_redist, release, "12.9.86")
 
     toolkit = provision(_cuda12_variant(project, "12.9"))
 
@@ -288,7 +237,7 @@ def test_nvcc_from_nvidias_archives_is_checked_unpacked_and_laid_out(local_redis
 
 
 def test_an_archive_that_does_not_match_the_manifest_is_refused(local_redist: Path) -> None:
-    _serve_release(local_redist, "12.9.1", "12.9.86", sha256_of_nvcc="0" * 64)
+    serve_redist_release(local_redist, "12.9.1", "12.9.86", sha256_of_nvcc="0" * 64)
     manifest = redist.manifest("12.9.1", cache_dir())
     item = redist.archive(manifest, "cuda_nvcc", "linux-x86_64")
 
@@ -303,7 +252,7 @@ def test_an_archive_that_does_not_match_the_manifest_is_refused(local_redist: Pa
 def test_an_nvcc_of_another_release_is_refused(local_redist: Path, project: Path) -> None:
     release = toolkit_table().releases["12.9"].redist
     assert release is not None
-    _serve_release(local_redist, release, "12.8.93")
+    serve_redist_release(local_redist, release, "12.8.93")
     with pytest.raises(ToolFailure, match=r"gave nvcc 12\.8\.93, but the matrix names CUDA 12\.9"):
         provision(_cuda12_variant(project, "12.9"))
 

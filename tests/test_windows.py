@@ -3,7 +3,9 @@
 mingw-w64 cross-builds real extension modules against import libraries that provisioning made from NVIDIA's
 real Windows DLLs (downloaded from the index); the real delvewheel repairs the wheel; pefile audits it. What
 cannot exist here is a Windows host: the DLL-path loader is exercised with `sys.platform` and
-`os.add_dll_directory` stood in for, and nothing else is mocked.
+`os.add_dll_directory` stood in for. And NVIDIA's server, from which the Windows toolkits of CUDA 11 and 12 take
+nvcc: their provisioning reads stand-in archives from a local mirror (real manifest, checksum and unpack code);
+CUDA 13's nvcc.exe is the real one from its wheel.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import types
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +24,14 @@ import pytest
 from wheelfactory.audit import audit_wheel
 from wheelfactory.build import inject_loader
 from wheelfactory.cli import main
+from wheelfactory.components import toolkit_table
 from wheelfactory.pe import def_file, exports, read_pe
 from wheelfactory.plan import Variant, make_plan
 from wheelfactory.provision import Toolkit, provision
 from wheelfactory.render import VARIANT_MODULE, excluded_libraries, render_plan
 from wheelfactory.repair import pack
 
-from .conftest import REPO
+from .conftest import REPO, serve_redist_release
 
 pytestmark = pytest.mark.slow
 
@@ -103,6 +107,20 @@ def tools() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def toolkits(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Toolkit]]:
+    """Each major's Windows toolkit, provisioned into a cache of its own from a local mirror of NVIDIA's archives."""
+    mirror = tmp_path_factory.mktemp("redist")
+    for major in (11, 12):
+        release = toolkit_table().releases[_variant(project, major).cuda.toolkit].redist
+        assert release is not None
+        serve_redist_release(mirror, release, f"{release[:-2]}.99", platform="windows-x86_64")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WHEELFACTORY_CUDA_REDIST_URL", mirror.as_uri() + "/")
+        patch.setenv("WHEELFACTORY_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield {major: provision(_variant(project, major), "windows", "AMD64") for major in (11, 12, 13)}
 
 
 @pytest.fixture(scope="module")
@@ -219,10 +237,15 @@ def _delvewheel(wheel: Path, variant: Variant, helper_dir: Path, work: Path) -> 
 
 @pytest.mark.parametrize("major", [11, 12, 13])
 def test_delvewheel_vendors_the_helper_but_no_cuda_dll_and_the_loader_is_right(
-    major: int, project: Path, tmp_path: Path, tools: None, monkeypatch: pytest.MonkeyPatch
+    major: int,
+    project: Path,
+    toolkits: dict[int, Toolkit],
+    tmp_path: Path,
+    tools: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     variant = _variant(project, major)
-    toolkit = provision(variant, "windows", "AMD64")
+    toolkit = toolkits[major]
     helper_dir = _helper_dll(tmp_path)
     _import_lib_for("python312.dll", tmp_path)
     wheel = _windows_wheel(project, variant, toolkit, tmp_path, [BLAS, RUNTIME])
@@ -260,9 +283,11 @@ def test_delvewheel_vendors_the_helper_but_no_cuda_dll_and_the_loader_is_right(
     assert "from . import _cuda_variant" in (site / "winprobe" / "__init__.py").read_text()
 
 
-def test_a_module_importing_nvcuda_eagerly_is_rejected(project: Path, tmp_path: Path, tools: None) -> None:
+def test_a_module_importing_nvcuda_eagerly_is_rejected(
+    project: Path, toolkits: dict[int, Toolkit], tmp_path: Path, tools: None
+) -> None:
     variant = _variant(project, 12)
-    toolkit = provision(variant, "windows", "AMD64")
+    toolkit = toolkits[12]
     helper_dir = _helper_dll(tmp_path)
     _import_lib_for("python312.dll", tmp_path)
     _import_lib_for("nvcuda.dll", tmp_path)
@@ -280,9 +305,9 @@ def test_a_module_importing_nvcuda_eagerly_is_rejected(project: Path, tmp_path: 
     ("major", "dll", "expected"), [(11, "cudart64_110.dll", "cudaMalloc"), (12, "cublas64_12.dll", "cublasCreate_v2")]
 )
 def test_def_file_lists_the_real_dlls_exports(
-    major: int, dll: str, expected: str, project: Path, tmp_path: Path, tools: None
+    major: int, dll: str, expected: str, toolkits: dict[int, Toolkit], tmp_path: Path, tools: None
 ) -> None:
-    toolkit = provision(_variant(project, major), "windows", "AMD64")
+    toolkit = toolkits[major]
     path = next(toolkit.site.rglob(dll))
     text = def_file(path)
     lines = text.splitlines()
@@ -321,3 +346,18 @@ def test_cibuildwheel_prints_exactly_the_matrix_windows_identifiers(major: int) 
 def test_windows_build_on_linux_explains_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--root", str(REPO), "build", "--cuda", "12", "--platform", "windows"]) == 2
     assert "Windows wheels are built on Windows" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("major", [11, 12, 13])
+def test_the_windows_cuda_home_is_laid_out_as_nvidias(major: int, toolkits: dict[int, Toolkit]) -> None:
+    toolkit = toolkits[major]
+    prefix = toolkit.prefix
+    nvcc = prefix / "bin" / "nvcc.exe"
+    assert nvcc.is_file() and not nvcc.is_symlink()  # nvcc reads the nvcc.profile beside its own path
+    assert "/LIBPATH:$(TOP)/lib/x64" in (prefix / "bin" / "nvcc.profile").read_text()
+    assert (prefix / "nvvm" / "bin" / "cicc.exe").exists() and (prefix / "bin" / "crt" / "link.stub").exists()
+    for library in ("cudart.lib", "cudart_static.lib", "cuda.lib", "cublas.lib", "nvrtc.lib"):
+        assert (prefix / "lib" / "x64" / library).is_file(), library
+    assert (prefix / "include" / "cuda_runtime.h").is_file() and (prefix / "include" / "nvtx3").is_dir()
+    assert toolkit.nvcc.source == ("pip" if major == 13 else "redist")
+    assert toolkit.nvcc_version == "(not run on this host)"  # a Windows nvcc.exe does not run on Linux
