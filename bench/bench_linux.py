@@ -5,7 +5,8 @@
 (b) cold against warm provisioning of the CUDA 12 toolkit;
 (c) the factory's wheel size against what auditwheel makes when it may graft the CUDA libraries.
 
-Usage: python bench/bench_linux.py [--image manylinux-offline:latest]   (needs Docker; a few minutes)
+Usage: python bench/bench_linux.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml]
+(needs Docker; a few minutes)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from wheelfactory import provision as provisioning  # noqa: E402
 from wheelfactory.build import stage  # noqa: E402
+from wheelfactory.buildenv import cmake_architectures  # noqa: E402
 from wheelfactory.pipeline import BuildRequest, build  # noqa: E402
 from wheelfactory.plan import copy_inputs, make_plan  # noqa: E402
 from wheelfactory.render import render_plan  # noqa: E402
@@ -48,7 +50,7 @@ environment-pass = ["WHEELFACTORY_CUDA_PREFIX"]
 
 [tool.cibuildwheel.linux]
 manylinux-x86_64-image = "{image}"
-environment = {{ CUDA_HOME = "/host$WHEELFACTORY_CUDA_PREFIX", LDFLAGS = "-Wl,--as-needed" }}
+environment = {{ CUDA_HOME = "/host$WHEELFACTORY_CUDA_PREFIX", CUDAARCHS = "{archs}", LDFLAGS = "-Wl,--as-needed" }}
 repair-wheel-command = "auditwheel repair -w {{dest_dir}} {excludes} {{wheel}}"
 """
 EXCLUDES = ["libcuda.so.1", "libcudart.so.12", "libcublas*.so.12", "libnvrtc*.so.12*", "libnccl.so.2"]
@@ -57,12 +59,14 @@ EXCLUDES = ["libcuda.so.1", "libcudart.so.12", "libcublas*.so.12", "libnvrtc*.so
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--image", default="manylinux-offline:latest")
+    parser.add_argument("--matrix", default="matrix-offline.yaml", help="relative to the project")
     args = parser.parse_args()
     figures: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="wf-bench-") as scratch_text:
         scratch = Path(scratch_text)
         root = copy_inputs(REPO, scratch / "project")
-        variant = next(v for v in make_plan(root).variants if v.major == 12)
+        matrix = root / args.matrix
+        variant = next(v for v in make_plan(root, matrix).variants if v.major == 12)
 
         # (b) cold provisioning into an empty cache, then warm.
         # Cold: an empty factory cache, and pip's own HTTP cache bypassed, so every wheel comes from the index.
@@ -82,13 +86,17 @@ def main() -> int:
 
         # (a) the factory's whole job against plain cibuildwheel on the same staged package.
         started = time.monotonic()
-        records = build(BuildRequest(root, 12, ["3.12"], [], args.image, None))
+        records = build(BuildRequest(root, 12, ["3.12"], [], args.image, None, matrix))
         factory = time.monotonic() - started
         assert records and records[0].passed, records[0].why_not() if records else "no wheel"
-        rendered = next(r for r in render_plan(make_plan(root), root) if r.variant.major == 12)
+        rendered = next(r for r in render_plan(make_plan(root, matrix), root) if r.variant.major == 12)
         plain_stage = stage(rendered, scratch / "plain")
         (plain_stage / "pyproject.toml").write_text(
-            HAND_WRITTEN.format(image=args.image, excludes=" ".join(f"--exclude '{e}'" for e in EXCLUDES))
+            HAND_WRITTEN.format(
+                image=args.image,
+                excludes=" ".join(f"--exclude '{e}'" for e in EXCLUDES),
+                archs=cmake_architectures(variant.cuda_archs),
+            )
         )
         env = {**os.environ, "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix)}
         started = time.monotonic()
@@ -121,7 +129,7 @@ def main() -> int:
 
         # (c) size: the factory's wheel against auditwheel allowed to graft the CUDA libraries.
         wheel = root / "dist" / records[0].wheel
-        env = {**os.environ, "LD_LIBRARY_PATH": str(toolkit.prefix / "lib")}
+        env = {**os.environ, "LD_LIBRARY_PATH": str(toolkit.lib_dir)}
         started = time.monotonic()
         subprocess.run(
             [
@@ -129,8 +137,6 @@ def main() -> int:
                 "-m",
                 "auditwheel",
                 "repair",
-                "--plat",
-                "manylinux_2_28_x86_64",
                 "-w",
                 str(scratch / "grafted"),
                 str(wheel),

@@ -192,7 +192,7 @@ def run_cibuildwheel(
             f"CIBW_ARCHS_{info.os.upper()}": info.cibw_arch,
             "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix),
             "WHEELFACTORY_COMPILER_CACHE": str(compiler_cache or ""),
-            "WHEELFACTORY_COMPILER_CACHE_DIR": str(host.cache_dir() / "compiler-cache"),
+            "WHEELFACTORY_COMPILER_CACHE_DIR": str(host.compiler_cache_dir()),
             "WHEELFACTORY_COMPILER_CACHE_STATS": str(stats.resolve()) if compiler_cache else "",
         }
     )

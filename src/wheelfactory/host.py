@@ -15,6 +15,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("WHEELFACTORY_CACHE", Path.home() / ".cache" / "wheelfactory")).resolve()
 
 
+def compiler_cache_dir() -> Path:
+    """The compiler cache's objects (WHEELFACTORY_COMPILER_CACHE_DIR moves them, e.g. to a CI cache)."""
+    chosen = os.environ.get("WHEELFACTORY_COMPILER_CACHE_DIR")
+    return Path(chosen).resolve() if chosen else cache_dir() / "compiler-cache"
+
+
 def machine() -> str:
     """This machine's architecture as Linux spells it: x86_64 or aarch64."""
     name = platform.machine().lower()

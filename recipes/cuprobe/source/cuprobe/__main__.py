@@ -77,6 +77,15 @@ def main() -> int:
         where = _loaded_from(spec[3])
         print(f"  {component:<7} {version:<10} {where or 'loaded'}")
 
+    print("\nDevice code:")
+    try:
+        from . import device
+
+        major, minor = device.built_for()
+        print(f"  cuprobe._device: kernels compiled by nvcc against CUDA {major}.{minor}")
+    except ImportError as exc:
+        print(f"  not loaded: {exc}")
+
     print("\nDriver:")
     try:
         v = _driver.version()
