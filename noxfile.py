@@ -5,6 +5,7 @@ The GitHub Actions release pipeline runs these very sessions, with the arguments
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,8 +15,14 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "tests"]
 
-CUDA_MAJORS = (11, 12, 13)
-NO_GPU = 4  # wheelfactory.gpu_check's exit status when this machine has no GPU
+NO_GPU = 4  # scripts/gpu_check.py's exit status when this machine has no GPU
+
+
+def cuda_majors() -> list[int]:
+    """The CUDA majors matrix.yaml names, one build session each. Read as text: nox runs this file without
+    the engine's dependencies (no YAML parser); the engine validates the file itself."""
+    text = (Path(__file__).parent / "matrix.yaml").read_text(encoding="utf-8")
+    return sorted({int(m) for m in re.findall(r"^\s*-?\s*major:\s*(\d+)\s*$", text, flags=re.MULTILINE)})
 
 
 def _engine(session: nox.Session, *extras: str) -> None:
@@ -49,7 +56,7 @@ def _build_session(major: int) -> None:
     )
 
 
-for _major in CUDA_MAJORS:
+for _major in cuda_majors():
     _build_session(_major)
 
 
@@ -64,12 +71,12 @@ def smoke(session: nox.Session) -> None:
 def gpu_check(session: nox.Session) -> None:
     """Run the recipes' GPU checks on given wheels, each in a fresh venv (`-- dist/*.whl`); needs an NVIDIA GPU.
 
-    Exit status 4 (not nox's 1) when this machine has no GPU, so callers can tell "no GPU" from a failure.
+    scripts/gpu_check.py needs only the standard library. Exit status 4 (not nox's 1) when this machine has no
+    GPU, so callers can tell "no GPU" from a failure.
     """
-    _engine(session)
     wheels = [arg for arg in session.posargs if arg.endswith(".whl")]
     options = [arg for arg in session.posargs if not arg.endswith(".whl")]
-    command = [str(Path(session.bin) / "python"), "-m", "wheelfactory.gpu_check", *options, "--wheel", *wheels]
+    command = [str(Path(session.bin) / "python"), "scripts/gpu_check.py", *options, "--wheel", *wheels]
     session.log(" ".join(command))
     status = subprocess.call(command)
     if status == NO_GPU:
@@ -103,8 +110,8 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff, mypy, zizmor and the GitHub workflow schema."""
     _engine(session, "build", "lint")
-    session.run("ruff", "check", "src", "tests", "noxfile.py", "bench")
-    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench")
+    session.run("ruff", "check", "src", "tests", "noxfile.py", "bench", "scripts")
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench", "scripts")
     session.run("mypy")
     session.run("zizmor", "--offline", ".github/workflows")
     workflows = sorted(str(p) for p in Path(".github/workflows").glob("*.yml"))

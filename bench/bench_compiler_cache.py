@@ -122,7 +122,7 @@ def main() -> int:
             request = BuildRequest(root, 12, [python], ["sortbench"], args.image, None, root / args.matrix)
             (record,) = build(dataclasses.replace(request, compiler_cache=cache))
             assert record.passed, record.why_not()
-            stats = record.toolkit.get("compiler_cache")
+            stats = record.built.run.compiler_cache if record.built.run else None
             detail = "no cache"
             if isinstance(stats, dict):
                 by_language = stats["by_language"]
@@ -130,7 +130,7 @@ def main() -> int:
                 device = [v for k, v in by_language.items() if k != "C/C++"]
                 hits = sum(v["hits"] for v in device)
                 detail = f"device code: {hits} of {hits + sum(v['misses'] for v in device)} compilations from the cache"
-            figures.append((f"build step, {label}", f"{record.timings['build']:6.1f} s  ({detail})"))
+            figures.append((f"build step, {label}", f"{record.built.timings['build']:6.1f} s  ({detail})"))
     width = max(len(k) for k, _ in figures)
     for key, value in figures:
         print(f"{key:<{width}}  {value}")

@@ -117,7 +117,7 @@ def main() -> int:
             capture_output=True,
         )
         plain = time.monotonic() - started
-        timings = records[0].timings
+        timings = records[0].built.timings
         figures.append(("build-cuda12 --python 3.12 (factory: build, repair, audit, smoke)", f"{factory:.1f} s"))
         figures.append(
             (

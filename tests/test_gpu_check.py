@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from wheelfactory import gpu_check
-
 from .conftest import REPO
 
-SCRIPT = REPO / "src" / "wheelfactory" / "gpu_check.py"
+SCRIPT = REPO / "scripts" / "gpu_check.py"
+# A standalone script (standard library only), not part of the engine: loaded from its file.
+_spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+gpu_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_check)
 
 
 def _no_gpu_here() -> None:

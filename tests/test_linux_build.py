@@ -19,13 +19,13 @@ from wheelfactory.buildenv import linux_environment
 from wheelfactory.cli import main
 from wheelfactory.elf import read_elf
 from wheelfactory.errors import ToolFailure
-from wheelfactory.pipeline import BuildRequest, build
+from wheelfactory.pipeline import BuildRequest, build, existing
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.provision import provision
-from wheelfactory.repair import pack, unpack
 from wheelfactory.report import WheelRecord
 from wheelfactory.smoke import smoke
 from wheelfactory.verify import verify
+from wheelfactory.wheelfile import pack, unpack
 
 from .conftest import REPO, matrix_for
 
@@ -184,7 +184,7 @@ def test_a_grafted_libcudart_is_rejected(built12: Built, tmp_path: Path) -> None
     grafted = next(out.glob("*.whl"))
     assert any("libcudart" in n for n in zipfile.ZipFile(grafted).namelist())
 
-    audit = audit_wheel(grafted, variant)
+    audit = audit_wheel(existing(grafted, variant, built12.record.built.image))
 
     assert not audit.passed
     bundled = [b for b in audit.binaries if b.module is None and "libcudart" in b.member]
@@ -227,7 +227,7 @@ def test_a_module_linking_the_driver_is_rejected(built12: Built, tmp_path: Path)
     (tmp_path / "out").mkdir()
     wheel = pack(tree, tmp_path / "out")
 
-    audit = audit_wheel(wheel, built12.variant)
+    audit = audit_wheel(existing(wheel, built12.variant, built12.record.built.image))
 
     problems = next(b for b in audit.binaries if b.module == "cuprobe._flags").problems
     assert any("links the driver libcuda.so.1" in p for p in problems), problems
@@ -245,7 +245,7 @@ def test_a_wrong_rpath_is_caught_by_smoke_tier_2(built12: Built, tmp_path: Path,
     (tmp_path / "out").mkdir()
     wheel = pack(tree, tmp_path / "out")
 
-    tiers = smoke(wheel, variant, provision(variant).wheel_dir, build_image)
+    tiers = smoke(existing(wheel, variant, build_image))
 
     assert [t.tier for t in tiers] == [1, 2, 3]
     assert tiers[0].passed

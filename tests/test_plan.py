@@ -27,18 +27,33 @@ def _expansion(matrix: dict) -> int:  # type: ignore[type-arg]
     return count
 
 
-def _plan(project: Path, capsys: pytest.CaptureFixture[str]) -> list[dict]:  # type: ignore[type-arg]
+def _plan(project: Path, capsys: pytest.CaptureFixture[str], kind: str = "smoke") -> list[dict]:  # type: ignore[type-arg]
     capsys.readouterr()
     assert main(["--root", str(project), "plan"]) == 0
-    jobs: list[dict] = json.loads(capsys.readouterr().out)["include"]  # type: ignore[type-arg]
+    jobs: list[dict] = json.loads(capsys.readouterr().out)[kind]["include"]  # type: ignore[type-arg]
     return jobs
 
 
-def test_job_count_equals_matrix_expansion(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    jobs = _plan(project, capsys)
+def test_one_wheel_per_matrix_cell(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wheels = _plan(project, capsys)
     matrix = yaml.safe_load((project / "matrix.yaml").read_text())
-    assert len(jobs) == _expansion(matrix) == 5 * 3 * 2 + 4 * 2  # 11: no Windows, no 3.14
-    assert len({job["id"] for job in jobs}) == len(jobs)
+    assert len(wheels) == _expansion(matrix) == 5 * 3 * 2 + 4 * 2  # 11: no Windows, no 3.14
+    assert len({job["id"] for job in wheels}) == len(wheels)
+
+
+def test_one_build_job_per_cuda_major_and_platform(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    builds = _plan(project, capsys, "build")
+    platforms = {
+        11: ["manylinux_x86_64", "manylinux_aarch64"],  # CUDA 11 is not built for Windows (matrix.yaml)
+        12: ["manylinux_x86_64", "manylinux_aarch64", "win_amd64"],
+        13: ["manylinux_x86_64", "manylinux_aarch64", "win_amd64"],
+    }
+    expected = [f"cuprobe-cuda{major}x-{platform}" for major, names in platforms.items() for platform in names]
+    assert sorted(job["id"] for job in builds) == sorted(expected)
+    wheels = _plan(project, capsys)
+    for build in builds:
+        mine = [w for w in wheels if w["build_job"] == build["id"]]
+        assert sorted(w["python"] for w in mine) == sorted(build["pythons"])
 
 
 def test_exclusions_shrink_the_plan(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,14 +66,16 @@ def test_exclusions_shrink_the_plan(project: Path, capsys: pytest.CaptureFixture
 
 
 def test_each_job_names_runner_session_and_arguments(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    jobs = _plan(project, capsys)
-    job = next(j for j in jobs if j["id"] == "cuprobe-cuda12x-cp312-win_amd64")
-    assert job["runner"] == "windows-2022"
-    assert job["session"] == "build-cuda12"
-    assert job["args"] == ["--recipe", "cuprobe", "--python", "3.12", "--platform", "windows"]
-    assert job["command"] == "nox -s build-cuda12 -- --recipe cuprobe --python 3.12 --platform windows"
-    arm = next(j for j in jobs if j["id"] == "cuprobe-cuda13x-cp314-manylinux_aarch64")
-    assert arm["runner"] == "ubuntu-24.04-arm"
+    builds = {job["id"]: job for job in _plan(project, capsys, "build")}
+    windows = builds["cuprobe-cuda12x-win_amd64"]
+    assert windows["runner"] == "windows-2022" and windows["session"] == "build-cuda12"
+    pythons = [arg for p in ("3.10", "3.11", "3.12", "3.13", "3.14") for arg in ("--python", p)]
+    assert windows["args"] == ["--recipe", "cuprobe", *pythons, "--platform", "windows"]
+    assert builds["cuprobe-cuda13x-manylinux_aarch64"]["runner"] == "ubuntu-24.04-arm"
+    wheel = next(j for j in _plan(project, capsys) if j["id"] == "cuprobe-cuda12x-cp312-win_amd64")
+    assert wheel["smoke_runner"] == "windows-2025" and wheel["build_job"] == "cuprobe-cuda12x-win_amd64"
+    assert wheel["command"] == "nox -s build-cuda12 -- --recipe cuprobe --python 3.12 --platform windows"
+    assert wheel["wheel_glob"] == "cuprobe_cuda12x-*-cp312-cp312-win_amd64.whl"
 
 
 def test_the_offline_matrix_is_the_matrix_with_offline_toolkits() -> None:

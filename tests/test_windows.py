@@ -21,15 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from wheelfactory.audit import audit_wheel
+from wheelfactory.audit import WheelAudit, audit_wheel
 from wheelfactory.build import inject_loader
+from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
 from wheelfactory.pe import def_file, exports, read_pe
-from wheelfactory.plan import Variant, make_plan
+from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.provision import Toolkit, provision
 from wheelfactory.render import VARIANT_MODULE, excluded_libraries, render_plan
-from wheelfactory.repair import pack
+from wheelfactory.repair import read_binaries_of
+from wheelfactory.wheelfile import pack
 
 from .conftest import REPO, serve_redist_release
 
@@ -211,6 +213,13 @@ def _windows_wheel(
     return pack(tree, out)
 
 
+def _audit(wheel: Path, variant: Variant, toolkit: Toolkit) -> WheelAudit:
+    """The audit of a repaired cp312 win_amd64 wheel, its binaries read as they are."""
+    built = BuiltWheel(variant, Cell("3.12", "windows-amd64"), wheel, None, toolkit, None)
+    read_binaries_of(built)
+    return audit_wheel(built)
+
+
 def _delvewheel(wheel: Path, variant: Variant, helper_dir: Path, work: Path) -> Path:
     # delvewheel separates DLL names with ':' when it runs on Linux (';' on Windows, as the rendered command has).
     excluded = ":".join(excluded_libraries(variant, "windows"))
@@ -258,7 +267,7 @@ def test_delvewheel_vendors_the_helper_but_no_cuda_dll_and_the_loader_is_right(
     names = zipfile.ZipFile(repaired).namelist()
     assert any(Path(n).name.startswith("helper") and n.endswith(".dll") for n in names), names
     assert not [n for n in names if "cudart" in n.lower() or "cublas" in n.lower() or "nvcuda" in n.lower()]
-    audit = audit_wheel(repaired, variant)
+    audit = _audit(repaired, variant, toolkit)
     assert audit.passed, audit.all_problems()
 
     # The loader, run as on Windows: sys.platform and os.add_dll_directory stand in for a Windows host.
@@ -294,7 +303,7 @@ def test_a_module_importing_nvcuda_eagerly_is_rejected(
     wheel = _windows_wheel(project, variant, toolkit, tmp_path, [BLAS, EAGER_RUNTIME])
     repaired = _delvewheel(wheel, variant, helper_dir, tmp_path)
 
-    audit = audit_wheel(repaired, variant)
+    audit = _audit(repaired, variant, toolkit)
 
     runtime = next(b for b in audit.binaries if b.module == "winprobe._runtime")
     assert any("links the driver nvcuda.dll" in p for p in runtime.problems), runtime.problems

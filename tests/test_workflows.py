@@ -39,15 +39,15 @@ def sessions() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def plan() -> list[dict[str, Any]]:
+def plan() -> dict[str, list[dict[str, Any]]]:
     result = subprocess.run(
         [sys.executable, "-m", "wheelfactory", "--root", str(REPO), "plan", "--compact"],
         capture_output=True,
         text=True,
         check=True,
     )
-    jobs: list[dict[str, Any]] = json.loads(result.stdout)["include"]
-    return jobs
+    matrices = json.loads(result.stdout)
+    return {kind: matrices[kind]["include"] for kind in ("build", "smoke")}
 
 
 def test_nox_lists_every_session_the_design_names(sessions: set[str]) -> None:
@@ -66,27 +66,31 @@ def test_nox_lists_every_session_the_design_names(sessions: set[str]) -> None:
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
-def test_every_nox_command_is_an_existing_session(path: Path, sessions: set[str], plan: list[dict[str, Any]]) -> None:
+def test_every_nox_command_is_an_existing_session(
+    path: Path, sessions: set[str], plan: dict[str, list[dict[str, Any]]]
+) -> None:
     for _, step in _steps(_load(path)):
         for session in re.findall(r"\bnox -s (\S+)", step.get("run", "")):
             if session == '"$SESSION"':  # the build job: the plan entry's session
-                assert {job["session"] for job in plan} <= sessions
+                assert {job["session"] for job in plan["build"]} <= sessions
             else:
                 assert session in sessions, (path.name, session)
 
 
-def test_release_matrix_comes_from_nox_plan() -> None:
+def test_release_matrices_come_from_nox_plan() -> None:
+    build = _load(REPO / ".github/workflows/build.yml")
     release = _load(REPO / ".github/workflows/release.yml")
-    plan_runs = " ".join(step.get("run", "") for step in release["jobs"]["plan"]["steps"])
-    assert "nox -s plan -- --compact" in plan_runs
-    for job in ("build", "smoke"):
-        assert release["jobs"][job]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
-    assert release["jobs"]["build"]["runs-on"] == "${{ matrix.runner }}"
+    plan_runs = " ".join(step.get("run", "") for step in build["jobs"]["plan"]["steps"])
+    assert "nox -s plan -- --compact --jobs build" in plan_runs and "nox -s plan -- --compact --jobs smoke" in plan_runs
+    assert build["jobs"]["build"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.build) }}"
+    assert build["jobs"]["build"]["runs-on"] == "${{ matrix.runner }}"
+    assert release["jobs"]["build"]["uses"] == "$/.github/workflows/build.yml"
+    assert release["jobs"]["smoke"]["strategy"]["matrix"] == "${{ fromJSON(needs.build.outputs.smoke) }}"
     assert release["jobs"]["smoke"]["runs-on"] == "${{ matrix.smoke_runner }}"
 
 
-def _build_step(release: dict[str, Any]) -> dict[str, Any]:
-    return next(s for s in release["jobs"]["build"]["steps"] if "nox -s" in s.get("run", ""))
+def _build_step(build: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in build["jobs"]["build"]["steps"] if "nox -s" in s.get("run", ""))
 
 
 def _shell_command(step: dict[str, Any], job: dict[str, Any]) -> str:
@@ -97,17 +101,45 @@ def _shell_command(step: dict[str, Any], job: dict[str, Any]) -> str:
     return " ".join(command.split())
 
 
-def test_each_build_job_runs_what_the_readme_recipe_prints(
-    plan: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+def test_each_build_job_and_wheel_is_reproduced_by_the_readme_recipe(
+    plan: dict[str, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     readme = (REPO / "README.md").read_text()
     assert "nox -s plan -- --job" in readme  # the recipe the README gives for reproducing a CI job
-    step = _build_step(_load(REPO / ".github/workflows/release.yml"))
-    for job in plan:
+    step = _build_step(_load(REPO / ".github/workflows/build.yml"))
+    for job in plan["build"]:
         capsys.readouterr()
         assert main(["--root", str(REPO), "plan", "--job", job["id"]]) == 0
         reproduced = capsys.readouterr().out.strip()
         assert _shell_command(step, job) == reproduced == job["command"]
+    builds = {job["id"]: job for job in plan["build"]}
+    for wheel in plan["smoke"]:
+        capsys.readouterr()
+        assert main(["--root", str(REPO), "plan", "--job", wheel["id"]]) == 0
+        single = capsys.readouterr().out.strip()
+        # One wheel alone: its build job's command, narrowed to its Python.
+        build = builds[wheel["build_job"]]
+        assert single == wheel["command"] and wheel["python"] in build["pythons"]
+        assert single.replace(f"--python {wheel['python']} ", "") == _shell_command(step, build).split(" --python")[
+            0
+        ] + (f" --platform {build['args'][-1]}")
+
+
+def test_no_workflow_that_publishes_writes_a_cache() -> None:
+    # A release restores the CUDA downloads and the compiler cache; only caches.yml, which publishes nothing,
+    # saves them (a poisoned cache would reach the released wheels).
+    build = _load(REPO / ".github/workflows/build.yml")
+    for name, step in _steps(build):
+        if step.get("uses", "").startswith("actions/cache/save@"):
+            assert step["if"].startswith("inputs.save-caches"), (name, step)
+        assert not step.get("uses", "").startswith("actions/cache@"), "restore and save are separate actions"
+    callers = {
+        path.name: _load(path)["jobs"]["build"]["with"]["save-caches"]
+        for path in WORKFLOWS
+        if "build" in _load(path)["jobs"] and "uses" in _load(path)["jobs"]["build"]
+    }
+    assert callers == {"caches.yml": "true", "release.yml": "false"}
+    assert "pypi" not in (REPO / ".github/workflows/caches.yml").read_text()
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)

@@ -1,4 +1,4 @@
-"""Audit every binary of a wheel against the recipe's linking policy (DESIGN.md §5). Our gate, not auditwheel's tag.
+"""Audit every binary of a wheel against the recipe's linking policy. Our gate, not auditwheel's tag.
 
 Each binary may need only: the platform's system libraries (manylinux policy / Windows system DLLs and the
 matching python3X.dll), libraries inside the wheel, and the libraries of the components the recipe allows that
@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib.resources import files
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 from auditwheel.architecture import Architecture
 from auditwheel.policy import Libc, Policy, WheelPolicies
-from packaging.utils import parse_wheel_filename
 
+from .built import BuiltWheel
 from .components import OS, component_table
-from .elf import is_elf, read_elf
-from .pe import read_pe
+from .inputs import DRIVER
 from .plan import Variant
 from .render import VARIANT_MODULE
-from .repair import needed_components, origin_entry, unpack
+from .repair import needed_components, origin_entry
+from .wheelfile import Binary, members, read_member
 
-DRIVER = "driver"  # the pseudo-component a module policy names to be allowed to link the driver
 MIB = 1024 * 1024
 # The dynamic loader is in no policy's whitelist (auditwheel treats it apart), yet every glibc has it.
 DYNAMIC_LOADERS = frozenset({"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"})
@@ -69,34 +67,6 @@ class WheelAudit:
         return {**asdict(self), "passed": self.passed}
 
 
-def wheel_python(wheel: Path) -> str:
-    """`3.12` for a cp312 wheel."""
-    _, _, _, tags = parse_wheel_filename(wheel.name)
-    interpreter = sorted(t.interpreter for t in tags)[0]
-    return f"{interpreter[2]}.{interpreter[3:]}"
-
-
-def wheel_os(wheel: Path) -> OS:
-    return "windows" if _platform_tag(wheel).startswith("win") else "linux"
-
-
-def module_name(member: str) -> str | None:
-    """`pkg/sub/_mod.cpython-312-x86_64-linux-gnu.so` / `pkg/_mod.cp312-win_amd64.pyd` -> dotted name; None for a
-    shared library or DLL."""
-    path = Path(member)
-    if path.parts[0].endswith(".data"):
-        path = Path(*path.parts[2:])
-    is_extension = ".cpython-" in path.name or ".abi3." in path.name or path.suffix == ".pyd"
-    if path.parent.name.endswith(".libs") or not is_extension:
-        return None
-    return ".".join([*path.parent.parts, path.name.split(".")[0]])
-
-
-def _platform_tag(wheel: Path) -> str:
-    _, _, _, tags = parse_wheel_filename(wheel.name)
-    return sorted({t.platform for t in tags})[-1]
-
-
 def _policy(platform_tag: str) -> Policy | None:
     arch = "x86_64" if "x86_64" in platform_tag else platform_tag.rsplit("_", 1)[-1]
     try:
@@ -132,7 +102,6 @@ class _Checker:
         self.os = os_name
         self.in_wheel = {n.lower() for n in in_wheel}
         self.table = component_table()
-        self.declared = [*variant.recipe.components, *variant.recipe.optional]
 
     def allowed(self, audit: BinaryAudit) -> list[str]:
         if audit.module is None:
@@ -177,43 +146,40 @@ class _Checker:
         return False
 
 
-def _check_elf(
-    path: Path, member: str, checker: _Checker, policy: Policy | None, platform_tag: str, python: str
-) -> BinaryAudit:
-    info = read_elf(path)
+def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platform_tag: str, python: str) -> BinaryAudit:
     major = checker.variant.major
     audit = BinaryAudit(
-        member,
-        module_name(member),
-        list(info.needed),
-        list(info.rpath),
-        list(info.runpath),
-        needed_components(info.needed, major, "linux", checker.declared),
+        binary.member,
+        binary.module,
+        list(binary.needed),
+        list(binary.rpath),
+        list(binary.runpath),
+        needed_components(binary.needed, major, "linux", checker.variant.declared),
     )
     allowed = checker.allowed(audit)
     whitelist = policy.whitelist if policy else frozenset()
-    for library in info.needed:
+    for library in binary.needed:
         if library in DYNAMIC_LOADERS or checker.dependency(audit, library, allowed):
             continue
         if library not in whitelist:
             audit.problems.append(
                 f"needs {library}: not a manylinux system library, not in the wheel, not a declared CUDA component"
             )
-    if info.runpath:
+    if binary.runpath:
         audit.problems.append(
-            f"uses DT_RUNPATH {':'.join(info.runpath)}; needs DT_RPATH so that the libraries it loads find theirs too"
+            f"uses DT_RUNPATH {':'.join(binary.runpath)}; needs DT_RPATH so that the libraries it loads find theirs too"
         )
-    for entry in [*info.rpath, *info.runpath]:
+    for entry in [*binary.rpath, *binary.runpath]:
         if not entry.startswith("$ORIGIN"):
             audit.problems.append(f"RPATH entry {entry!r} is absolute or host-specific — it must be $ORIGIN-relative")
     for name in audit.components:
         component = checker.table.get(name, major)
         if component and component.linux and component.linux.lib_dir:
-            expected = origin_entry(member, component.linux.lib_dir, python)
-            if expected not in info.rpath:
+            expected = origin_entry(binary.member, component.linux.lib_dir, python)
+            if expected not in binary.rpath:
                 audit.problems.append(f"RPATH lacks {expected} for {name}")
     symbol_versions = policy.symbol_versions if policy else {}
-    for library, versions in info.version_needs.items():
+    for library, versions in binary.version_needs.items():
         for version in sorted(versions):
             namespace, _, number = version.partition("_")  # GLIBC_2.34 -> GLIBC, 2.34
             if namespace in symbol_versions and number not in symbol_versions[namespace]:
@@ -221,21 +187,20 @@ def _check_elf(
     return audit
 
 
-def _check_pe(path: Path, member: str, checker: _Checker, python: str) -> BinaryAudit:
-    info = read_pe(path)
+def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
     major = checker.variant.major
     audit = BinaryAudit(
-        member,
-        module_name(member),
-        [*info.imports, *info.delay_imports],
+        binary.member,
+        binary.module,
+        [*binary.needed, *binary.lazy],
         [],
         [],
-        needed_components((*info.imports, *info.delay_imports), major, "windows", checker.declared),
+        needed_components((*binary.needed, *binary.lazy), major, "windows", checker.variant.declared),
     )
     allowed = checker.allowed(audit)
     python_dll = f"python{python.replace('.', '')}.dll"
     system = windows_system_dlls()
-    for dll, lazy in [*((d, False) for d in info.imports), *((d, True) for d in info.delay_imports)]:
+    for dll, lazy in [*((d, False) for d in binary.needed), *((d, True) for d in binary.lazy)]:
         lower = dll.lower()
         if re.fullmatch(r"python3\d*\.dll", lower):
             if lower not in (python_dll, "python3.dll"):
@@ -251,52 +216,46 @@ def _check_pe(path: Path, member: str, checker: _Checker, python: str) -> Binary
     return audit
 
 
-def _loader_problems(tree: Path, variant: Variant) -> list[str]:
-    package = tree.joinpath(*variant.recipe.import_name.split("."))
-    loader = package / VARIANT_MODULE
-    init = package / "__init__.py"
-    if not loader.is_file() or "_add_cuda_dll_directories" not in loader.read_text(encoding="utf-8"):
+def _loader_problems(wheel: Path, variant: Variant) -> list[str]:
+    package = variant.recipe.import_name.replace(".", "/")
+    loader = read_member(wheel, f"{package}/{VARIANT_MODULE}") or ""
+    init = read_member(wheel, f"{package}/__init__.py") or ""
+    if "_add_cuda_dll_directories" not in loader:
         return [
             f"no DLL-path loader ({VARIANT_MODULE}) in {variant.recipe.import_name}: extensions cannot find "
             "NVIDIA's DLLs"
         ]
-    if not init.is_file() or "_cuda_variant" not in init.read_text(encoding="utf-8"):
+    if "_cuda_variant" not in init:
         return [f"{variant.recipe.import_name}/__init__.py does not import {VARIANT_MODULE} before its extensions"]
     return []
 
 
-def audit_wheel(wheel: Path, variant: Variant) -> WheelAudit:
-    recipe = variant.recipe
-    os_name = wheel_os(wheel)
-    size = wheel.stat().st_size
-    platform_tag = _platform_tag(wheel)
-    python = wheel_python(wheel)
+def audit_wheel(built: BuiltWheel) -> WheelAudit:
+    """Check the wheel and every binary the repair read against the recipe's policy."""
+    variant, name = built.variant, built.name
+    size = built.path.stat().st_size
     problems: list[str] = []
-    if size > recipe.size_limit_mb * MIB:
-        problems.append(f"wheel is {size / MIB:.1f} MiB, over the {recipe.size_limit_mb} MiB limit")
-    policy = _policy(platform_tag) if os_name == "linux" else None
-    if os_name == "linux" and policy is None:
-        problems.append(f"platform tag {platform_tag} is not a manylinux tag — the repair did not run")
-    binaries: list[BinaryAudit] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        tree = unpack(wheel, Path(scratch))
-        members = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file())
-        checker = _Checker(variant, os_name, {Path(m).name for m in members})
-        for member in members:
-            path = tree / member
-            if os_name == "linux" and is_elf(path):
-                binaries.append(_check_elf(path, member, checker, policy, platform_tag, python))
-            elif os_name == "windows" and path.suffix.lower() in (".pyd", ".dll"):
-                binaries.append(_check_pe(path, member, checker, python))
-        if os_name == "windows":
-            problems += _loader_problems(tree, variant)
-        present = {b.module for b in binaries if b.module}
-        for module, allowed in recipe.modules.items():
-            unavailable = [
-                c
-                for c in allowed
-                if c != DRIVER and ((e := checker.table.get(c, variant.major)) is None or e.layout(os_name) is None)
-            ]
-            if module not in present and not unavailable:
-                problems.append(f"declared module {module} is missing from the wheel")
-    return WheelAudit(wheel.name, platform_tag, size, binaries, problems)
+    if size > variant.recipe.size_limit_mb * MIB:
+        problems.append(f"wheel is {size / MIB:.1f} MiB, over the {variant.recipe.size_limit_mb} MiB limit")
+    policy = _policy(name.platform_tag) if name.os == "linux" else None
+    if name.os == "linux" and policy is None:
+        problems.append(f"platform tag {name.platform_tag} is not a manylinux tag — the repair did not run")
+    checker = _Checker(variant, name.os, {PurePosixPath(m).name for m in members(built.path)})
+    binaries = [
+        _check_elf(b, checker, policy, name.platform_tag, name.python)
+        if b.format == "elf"
+        else _check_pe(b, checker, name.python)
+        for b in built.binaries.values()
+    ]
+    if name.os == "windows":
+        problems += _loader_problems(built.path, variant)
+    present = {b.module for b in binaries if b.module}
+    for module, allowed in variant.recipe.modules.items():
+        unavailable = [
+            c
+            for c in allowed
+            if c != DRIVER and ((e := checker.table.get(c, variant.major)) is None or e.layout(name.os) is None)
+        ]
+        if module not in present and not unavailable:
+            problems.append(f"declared module {module} is missing from the wheel")
+    return WheelAudit(built.path.name, name.platform_tag, size, binaries, problems)

@@ -1,8 +1,9 @@
 """Build one variant's wheels with cibuildwheel, from a small staging copy of the recipe's source.
 
-The staging copy carries the rendered pyproject.toml and the variant module; cibuildwheel tars the whole
-directory into the container, so it must not be the repository root. In the container the repair command of
-the rendered configuration runs auditwheel with every CUDA library of the declared components excluded.
+The staging copy carries the rendered pyproject.toml, the variant module and the build container's scripts;
+cibuildwheel tars the whole directory into the container, so it must not be the repository root. In the
+container the rendered repair command runs auditwheel with every CUDA library of the declared components
+excluded. Each wheel comes out as a BuiltWheel (built.py), which the later stages take and add to.
 """
 
 from __future__ import annotations
@@ -15,41 +16,23 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
 from . import host
+from .built import BuildRun, BuiltWheel
 from .components import platforms
 from .errors import ToolFailure, UserError
-from .image import container_engine
 from .plan import Cell, Variant
-from .progress import console, step
+from .progress import step
 from .provision import Toolkit
 from .render import PREPARE_SCRIPT, STATS_SCRIPT, VARIANT_MODULE, RenderedVariant
 from .sources import source_tree
-
-# What docker or podman say when an image cannot be had.
-_PULL_FAILURE = re.compile(
-    r"pull access denied|manifest unknown|not found: manifest|dial tcp|no such host|TLS handshake timeout|"
-    r"connection refused|i/o timeout|unable to pull|Error response from daemon: Get|requested access .* denied",
-    re.IGNORECASE,
-)
-
+from .wheelfile import WheelName
 
 # What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
 _HOST_COMPILER = re.compile(r"^wheelfactory: nvcc's host compiler is (?P<compiler>.+)$", re.MULTILINE)
 _NO_HOST_COMPILER = re.compile(r"^wheelfactory: no host compiler for nvcc.*$", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Built:
-    wheels: tuple[Path, ...]
-    image: str
-    log: Path
-    seconds: float
-    host_compiler: str | None  # nvcc's host compiler, as the build container chose it (Linux)
-    compiler_cache: dict[str, object] | None  # the cache's hits and misses over the run; None without one
 
 
 def compiler_cache_stats(path: Path) -> dict[str, object] | None:
@@ -90,7 +73,7 @@ def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> li
 
 
 def stage(rendered: RenderedVariant, build_root: Path) -> Path:
-    """A fresh copy of the source with the rendered pyproject.toml and variant module in place."""
+    """A fresh copy of the source with the rendered pyproject.toml, variant module and container scripts."""
     variant = rendered.variant
     source = source_tree(variant.recipe.source, variant.recipe_dir)
     target = build_root / "stage" / variant.dist_name
@@ -135,31 +118,18 @@ def inject_loader(init: Path) -> None:
     init.write_text("".join(lines), encoding="utf-8")
 
 
-PULL_TIMEOUT_S = 300
-
-
-def image_is_local(engine: str, image: str) -> bool:
-    return subprocess.run([engine, "image", "inspect", image], capture_output=True, check=False).returncode == 0
-
-
-def ensure_image(image: str) -> None:
-    """Pull the build image if it is not here, and say what to do when it cannot be had."""
-    engine = container_engine()
-    if image_is_local(engine, image):
-        return
-    try:
-        with step(f"pull {image}"):
-            pulled = subprocess.run(
-                [engine, "pull", image], capture_output=True, text=True, check=False, timeout=PULL_TIMEOUT_S
-            )
-        reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1] if pulled.returncode else ""
-    except subprocess.TimeoutExpired:
-        reason = f"no answer from the registry in {PULL_TIMEOUT_S} s"
-    if reason:
-        raise UserError(
-            f"cannot pull the build image {image}: {reason} — on a host without registry access, "
-            "build the offline image with `nox -s image` and pass `-- --image manylinux-offline:latest`"
-        )
+def _wheels_by_cell(out: Path, cells: list[Cell], log: Path) -> dict[Cell, Path]:
+    found: dict[Cell, Path] = {}
+    for wheel in sorted(out.glob("*.whl")):
+        name = WheelName.of(wheel)
+        cell = next((c for c in cells if c.python == name.python), None)
+        if cell is None:
+            raise ToolFailure(f"cibuildwheel made {wheel.name}, which no selected cell asked for (log: {log})")
+        found[cell] = wheel
+    missing = [c.identifier for c in cells if c not in found]
+    if missing:
+        raise ToolFailure(f"cibuildwheel made no wheel for {', '.join(missing)} (log: {log})")
+    return found
 
 
 def run_cibuildwheel(
@@ -170,21 +140,21 @@ def run_cibuildwheel(
     image: str | None,
     extra_env: dict[str, str] | None = None,
     compiler_cache: Path | None = None,
-) -> Built:
-
+) -> list[BuiltWheel]:
+    """Build the wheels of `cells` (all of one platform) in one cibuildwheel run."""
     variant = rendered.variant
     platform_name = cells[0].platform
     info = platforms()[platform_name]
-    chosen_image = image or variant.cuda.platforms[platform_name].image
     staged = stage(rendered, build_root)
     out = build_root / "wheelhouse" / variant.dist_name
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    log = build_root / "logs" / f"{variant.dist_name}-{platform_name}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-
-    stats = build_root / "logs" / f"{variant.dist_name}-{platform_name}-compiler-cache.json"
+    logs = build_root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{variant.dist_name}-{platform_name}.log"
+    stats = logs / f"{variant.dist_name}-{platform_name}-compiler-cache.json"
     stats.unlink(missing_ok=True)
+
     env = dict(os.environ)
     env.update(
         {
@@ -197,9 +167,9 @@ def run_cibuildwheel(
         }
     )
     if info.os == "linux":
-        env["CIBW_CONTAINER_ENGINE"] = container_engine()
-        if image and info.image_option:
-            env["CIBW_" + info.image_option.upper().replace("-", "_")] = image
+        assert image is not None and info.image_option is not None
+        env["CIBW_CONTAINER_ENGINE"] = host.container_engine()
+        env["CIBW_" + info.image_option.upper().replace("-", "_")] = image
     env.update(extra_env or {})
     # cibuildwheel wants the package inside its working directory, and tars that whole directory.
     cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out.resolve()), "."]
@@ -209,27 +179,21 @@ def run_cibuildwheel(
             result = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=staged, check=False)
         text = log.read_text(encoding="utf-8", errors="replace")
         if result.returncode != 0:
-            if _PULL_FAILURE.search(text) and chosen_image:
-                raise UserError(
-                    f"cannot pull the build image {chosen_image} — run `nox -s image` and pass "
-                    f"`-- --image manylinux-offline:latest` (log: {log})"
-                )
             no_compiler = _NO_HOST_COMPILER.search(text)
             if no_compiler:
                 raise ToolFailure(f"{no_compiler[0].removeprefix('wheelfactory: ')} (log: {log})")
-            tail = "\n".join(text.strip().splitlines()[-25:])
             raise ToolFailure(
-                f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{tail}"
+                f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{host.tail(text)}"
             )
-    wheels = tuple(sorted(out.glob("*.whl")))
-    if len(wheels) != len(cells):
-        console.print(f"warning: expected {len(cells)} wheels, cibuildwheel produced {len(wheels)}")
     chosen = _HOST_COMPILER.search(text)
-    return Built(
-        wheels,
-        chosen_image or "",
+    run = BuildRun(
         log,
         time.monotonic() - started,
         chosen["compiler"] if chosen else None,
         compiler_cache_stats(stats) if compiler_cache else None,
     )
+    per_wheel = round(run.seconds / len(cells), 1)
+    return [
+        BuiltWheel(variant, cell, path, image, toolkit, run, timings={"build": per_wheel})
+        for cell, path in _wheels_by_cell(out, cells, log).items()
+    ]

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import EXIT_INPUT, InputError, UserError
+from .errors import EXIT_INPUT, EXIT_TOOL, InputError, ToolFailure, UserError
 from .plan import make_plan
 from .progress import console
 from .render import render_plan, stale_files, write
@@ -44,14 +44,15 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     plan = make_plan(_root(args), _matrix(args))
-    jobs = [job.as_json() for job in plan.jobs()]
     if args.job:
-        job = next((j for j in jobs if j["id"] == args.job), None)
-        if job is None:
-            raise UserError(f"no job {args.job!r} in the plan — `nox -s plan` lists them (the id field)")
-        print(job["command"])
+        command = plan.command_of(args.job)
+        if command is None:
+            raise UserError(f"no job {args.job!r} in the plan — `nox -s plan` lists them (the id fields)")
+        print(command)
         return 0
-    print(json.dumps({"include": jobs}, indent=None if args.compact else 2))
+    matrices = plan.as_json()
+    shown = matrices[args.jobs] if args.jobs else matrices
+    print(json.dumps(shown, indent=None if args.compact else 2))
     return 0
 
 
@@ -83,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_smoke(args: argparse.Namespace) -> int:
     from .pipeline import smoke_existing
 
-    records = smoke_existing(_root(args), list(args.wheels), args.image)
+    records = smoke_existing(_root(args), list(args.wheels), args.image, _matrix(args))
     return 0 if all(r.passed for r in records) else 1
 
 
@@ -92,11 +93,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     if args.plan:
         try:
-            jobs = json.loads(Path(args.plan).read_text(encoding="utf-8"))["include"]
-        except (OSError, ValueError, KeyError) as exc:
+            jobs = json.loads(Path(args.plan).read_text(encoding="utf-8"))["smoke"]["include"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{args.plan}: not a plan from `nox -s plan` ({exc}) — regenerate it") from None
     else:
-        jobs = [job.as_json() for job in make_plan(_root(args), _matrix(args)).jobs()]
+        jobs = [job.as_json() for job in make_plan(_root(args), _matrix(args)).wheel_jobs()]
     wheels = sorted(w for p in args.wheels for w in (p.glob("*.whl") if p.is_dir() else [p]))
     problems = verify(jobs, wheels)
     for problem in problems:
@@ -120,7 +121,8 @@ def parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the CI job matrix as JSON")
     plan.add_argument("--matrix", help="another matrix file")
     plan.add_argument("--compact", action="store_true", help="one line, for $GITHUB_OUTPUT")
-    plan.add_argument("--job", help="print only the command that reproduces this CI job (its id)")
+    plan.add_argument("--job", help="print only the command that reproduces this build job or wheel (its id)")
+    plan.add_argument("--jobs", choices=["build", "smoke"], help="print only this matrix")
     plan.set_defaults(run=cmd_plan)
 
     build = sub.add_parser("build", help="build, repair, audit and smoke the wheels of one CUDA major")
@@ -138,6 +140,7 @@ def parser() -> argparse.ArgumentParser:
     smoke = sub.add_parser("smoke", help="re-run the GPU-free smoke tiers on existing wheels")
     smoke.add_argument("wheels", nargs="+", type=Path)
     smoke.add_argument("--image", help="the clean machine's image (default: the matrix's build image)")
+    smoke.add_argument("--matrix", help="another matrix file")
     smoke.set_defaults(run=cmd_smoke)
 
     check = sub.add_parser("verify", help="the release gate: exactly the planned wheels, twine-clean, sized")
@@ -162,6 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             console.print(str(problem), markup=False)
         return EXIT_INPUT
+    except BrokenPipeError:  # the reader went away (`nox -s plan | head`): nothing left to say
+        sys.stderr.close()
+        return 0
+    except ToolFailure as exc:
+        console.print(f"error: {exc}", markup=False)
+        return EXIT_TOOL
     except UserError as exc:
         console.print(f"error: {exc}", markup=False)
         return EXIT_INPUT

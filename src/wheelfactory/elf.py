@@ -17,7 +17,6 @@ class ElfInfo:
     needed: tuple[str, ...]
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
-    soname: str | None
     # library -> symbol versions required from it, e.g. libc.so.6 -> {GLIBC_2.14}
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -31,7 +30,6 @@ def read_elf(path: Path) -> ElfInfo:
     needed: list[str] = []
     rpath: list[str] = []
     runpath: list[str] = []
-    soname = None
     version_needs: dict[str, frozenset[str]] = {}
     with path.open("rb") as f:
         elf = ELFFile(f)
@@ -46,9 +44,7 @@ def read_elf(path: Path) -> ElfInfo:
                         rpath.extend(p for p in tag.rpath.split(":") if p)  # type: ignore[attr-defined]
                     elif kind == "DT_RUNPATH":
                         runpath.extend(p for p in tag.runpath.split(":") if p)  # type: ignore[attr-defined]
-                    elif kind == "DT_SONAME":
-                        soname = tag.soname  # type: ignore[attr-defined]
             elif isinstance(section, GNUVerNeedSection):
                 for verneed, auxiliaries in section.iter_versions():
                     version_needs[str(verneed.name)] = frozenset(str(aux.name) for aux in auxiliaries)
-    return ElfInfo(tuple(needed), tuple(rpath), tuple(runpath), soname, version_needs)
+    return ElfInfo(tuple(needed), tuple(rpath), tuple(runpath), version_needs)

@@ -1,13 +1,20 @@
-"""What the factory needs to know of the machine it runs on: its platform, and where its cache lives."""
+"""What the factory needs to know of the machine it runs on — its platform, its cache, its container engine —
+and the one way it runs other programs and reports their failure."""
 
 from __future__ import annotations
 
 import os
 import platform
+import shutil
+import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .errors import ToolFailure, UserError
+
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+TAIL_LINES = 20
 
 
 def cache_dir() -> Path:
@@ -32,3 +39,40 @@ def platform_name() -> str:
     if sys.platform == "win32":
         return "windows-amd64"
     return f"linux-{machine()}"
+
+
+def container_engine() -> str:
+    for engine in ("docker", "podman"):
+        if shutil.which(engine):
+            return engine
+    raise UserError("neither docker nor podman is installed — install one (Debian: apt-get install docker.io)")
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    """The last lines of a program's output: where its reason for failing is."""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run(
+    command: Sequence[str | Path],
+    what: str,
+    *,
+    check: bool = True,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a program, capturing its output as text. With `check`, a failure raises ToolFailure saying what was
+    being done, the exit status and the end of the output; without, the caller reads the result."""
+    argv = [str(part) for part in command]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, check=False, cwd=cwd, env=env, timeout=timeout, errors="replace"
+        )
+    except FileNotFoundError:
+        raise ToolFailure(f"{what}: {argv[0]} is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise ToolFailure(f"{what}: no answer from {Path(argv[0]).name} in {timeout:.0f} s") from None
+    if check and done.returncode != 0:
+        raise ToolFailure(f"{what} failed (exit {done.returncode}):\n{tail(done.stdout + done.stderr)}")
+    return done

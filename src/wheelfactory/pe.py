@@ -12,12 +12,6 @@ import pefile
 class PeInfo:
     imports: tuple[str, ...]  # DLLs loaded with the module (import table)
     delay_imports: tuple[str, ...]  # DLLs loaded at first call (delay-load table)
-    machine: int
-
-
-def is_pe(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(2) == b"MZ"
 
 
 def read_pe(path: Path) -> PeInfo:
@@ -31,7 +25,7 @@ def read_pe(path: Path) -> PeInfo:
         )
         imports = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", []))
         delayed = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []))
-        return PeInfo(imports, delayed, pe.FILE_HEADER.Machine)
+        return PeInfo(imports, delayed)
     finally:
         pe.close()
 

@@ -1,30 +1,37 @@
-"""build-cudaNN: plan → render → provision → build → repair → audit → smoke → dist/ + report.
+"""build-cudaNN: plan → render → (image) → provision → build → repair → audit → smoke → dist/ + report.
 
-Each stage hands its value object to the next; only wheels that passed the audit and every smoke tier are
-copied to dist/. A rejected wheel stays out, with the reasons in dist/report.json and the summary.
+Each wheel travels as one BuiltWheel from cibuildwheel to dist/; only wheels that passed the audit and every
+smoke tier are copied there. A rejected wheel stays out, with the reasons in dist/report.json and the summary.
+What can be checked cheaply (the inputs, the build image's interpreters) is checked before anything is
+downloaded or compiled.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
 from . import host
-from .audit import audit_wheel, wheel_python
-from .build import Built, ensure_image, run_cibuildwheel, select_cells
+from .audit import audit_wheel
+from .build import run_cibuildwheel, select_cells
+from .built import BuiltWheel
 from .components import platforms
 from .errors import UserError
+from .image import check_interpreters, ensure_image
 from .plan import Cell, Plan, Variant, make_plan
 from .progress import step
-from .provision import Toolkit, compiler_cache, provision
+from .provision import compiler_cache, provision
 from .render import RenderedVariant, render_plan
-from .repair import set_rpaths
+from .repair import read_binaries_of, repair
 from .report import WheelRecord, summary, write_report
 from .smoke import smoke
+from .wheelfile import WheelName
 
 
 @dataclass(frozen=True)
@@ -51,49 +58,7 @@ def _variants(plan: Plan, cuda: int) -> list[Variant]:
     return variants
 
 
-def check_wheel(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str) -> WheelRecord:
-    """Audit and smoke one repaired wheel (also used by `smoke` on existing wheels)."""
-    _, _, _, tags = parse_wheel_filename(wheel.name)
-    record = WheelRecord(
-        wheel.name,
-        variant.dist_name,
-        variant.major,
-        wheel_python(wheel),
-        sorted(str(t) for t in tags),
-        wheel.stat().st_size,
-        None,
-    )
-    started = time.monotonic()
-    with step(f"audit {wheel.name}"):
-        record.audit = audit_wheel(wheel, variant)
-    record.timings["audit"] = round(time.monotonic() - started, 1)
-    if not record.audit.passed:
-        return record
-    started = time.monotonic()
-    with step(f"smoke {wheel.name} (fresh venvs, no GPU)"):
-        record.smoke = smoke(wheel, variant, cuda_wheel_dir, image or None)
-    record.timings["smoke"] = round(time.monotonic() - started, 1)
-    return record
-
-
-def toolkit_record(toolkit: Toolkit, variant: Variant, built: Built) -> dict[str, object]:
-    """What a wheel was built with, for the report: the toolkit release, nvcc and where it came from, every
-    NVIDIA wheel's version, the GPU architectures, nvcc's host compiler and the compiler cache's hits."""
-    return {
-        "release": toolkit.release,
-        "nvcc": {"version": toolkit.nvcc_version, "source": toolkit.nvcc.source, "from": toolkit.nvcc.detail},
-        "driver_stub": toolkit.driver_stub,
-        "components": toolkit.versions,
-        "cuda_archs": list(variant.cuda_archs),
-        "host_compiler": built.host_compiler,
-        "allow_unsupported_compiler": variant.recipe.allow_unsupported_compiler,
-        "compiler_cache": built.compiler_cache,
-    }
-
-
-def build(request: BuildRequest) -> list[WheelRecord]:
-    plan = make_plan(request.root, request.matrix, request.recipes or None)
-    variants = _variants(plan, request.cuda)
+def _host_platform(request: BuildRequest) -> str:
     here = host.platform_name()
     if here not in platforms():
         raise UserError(f"this host ({here}) is not a platform the factory builds for")
@@ -105,79 +70,110 @@ def build(request: BuildRequest) -> list[WheelRecord]:
             if request.platform == "windows"
             else "Linux wheels are built on a Linux host (in a manylinux container)"
         )
+    return here
+
+
+def check_wheel(built: BuiltWheel) -> WheelRecord:
+    """Audit a repaired wheel, and smoke it when the audit passed (also `nox -s smoke` on existing wheels)."""
+    record = WheelRecord(built)
+    started = time.monotonic()
+    record.audit = audit_wheel(built)
+    built.timings["audit"] = round(time.monotonic() - started, 1)
+    if record.audit.passed:
+        started = time.monotonic()
+        with step(f"smoke {built.path.name} (fresh venvs, no GPU)"):
+            record.smoke = smoke(built)
+        built.timings["smoke"] = round(time.monotonic() - started, 1)
+    return record
+
+
+def check_wheels(wheels: list[BuiltWheel]) -> list[WheelRecord]:
+    """Audit and smoke several wheels, as many at once as the cores allow (each smoke is its own machine)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(wheels), (os.cpu_count() or 1)))) as pool:
+        return list(pool.map(check_wheel, wheels))
+
+
+def build(request: BuildRequest) -> list[WheelRecord]:
+    plan = make_plan(request.root, request.matrix, request.recipes or None)
+    here = _host_platform(request)
+    jobs: list[tuple[Variant, list[Cell], str | None]] = []
+    for variant in _variants(plan, request.cuda):
+        cells = select_cells(variant, here, request.pythons)
+        image = request.image or variant.cuda.platforms[here].image
+        jobs.append((variant, cells, image))
+    # Before anything is downloaded or compiled: every image can be had and offers every Python asked for.
+    for _, cells, image in jobs:
+        if image:
+            ensure_image(image)
+            check_interpreters(image, [c.python for c in cells])
     rendered = {r.variant.dist_name: r for r in render_plan(plan, request.root)}
-    build_root = request.root / "build"
     dist = request.root / "dist"
     records: list[WheelRecord] = []
-    for variant in variants:
-        cells = select_cells(variant, here, request.pythons)
-        records += _build_variant(rendered[variant.dist_name], cells, request, build_root, dist)
+    for variant, cells, image in jobs:
+        records += _build_variant(rendered[variant.dist_name], cells, image, request, dist)
     write_report(records, dist)
     summary(records)
     return records
 
 
 def _build_variant(
-    rendered: RenderedVariant, cells: list[Cell], request: BuildRequest, build_root: Path, dist: Path
+    rendered: RenderedVariant, cells: list[Cell], image: str | None, request: BuildRequest, dist: Path
 ) -> list[WheelRecord]:
     variant = rendered.variant
-    image = request.image or variant.cuda.platforms[cells[0].platform].image
-    if image:  # Linux: know that the build image can be had before downloading any CUDA wheel
-        ensure_image(image)
+    build_root = request.root / "build"
+    arch = platforms()[cells[0].platform].cibw_arch
     started = time.monotonic()
-    toolkit = provision(variant, cells[0].os, platforms()[cells[0].platform].cibw_arch)
+    toolkit = provision(variant, cells[0].os, arch)
     provision_s = round(time.monotonic() - started, 1)
-    cache = compiler_cache(cells[0].os, platforms()[cells[0].platform].cibw_arch) if request.compiler_cache else None
-    built = run_cibuildwheel(rendered, cells, toolkit, build_root, request.image, request.extra_env, cache)
-    records = []
+    cache = compiler_cache(cells[0].os, arch) if request.compiler_cache else None
+    wheels = run_cibuildwheel(rendered, cells, toolkit, build_root, image, request.extra_env, cache)
     repaired_dir = build_root / "repaired" / variant.dist_name
     shutil.rmtree(repaired_dir, ignore_errors=True)
-    declared = [*variant.recipe.components, *variant.recipe.optional]
-    for wheel in built.wheels:
+    for built in wheels:
         started = time.monotonic()
-        with step(f"set RPATHs in {wheel.name}"):
-            repaired, changes = set_rpaths(wheel, repaired_dir, variant.major, declared, wheel_python(wheel))
-        repair_s = round(time.monotonic() - started, 1)
-        record = check_wheel(repaired, variant, toolkit.wheel_dir, built.image)
-        record.rpath_changes = [{"member": c.member, "before": list(c.before), "after": list(c.after)} for c in changes]
-        record.build_log = str(built.log)
-        record.toolkit = toolkit_record(toolkit, variant, built)
-        record.timings = {
-            "provision": provision_s,
-            "build": round(built.seconds / len(built.wheels), 1),
-            "repair": repair_s,
-            **record.timings,
-        }
-        (dist / wheel.name).unlink(missing_ok=True)
+        with step(f"repair {built.path.name}: read its binaries, set their RPATHs"):
+            repair(built, repaired_dir)
+        built.timings = {"provision": provision_s, **built.timings, "repair": round(time.monotonic() - started, 1)}
+    records = check_wheels(wheels)
+    for record in records:
+        (dist / record.wheel).unlink(missing_ok=True)
         if record.passed:
             dist.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repaired, dist / repaired.name)
-        records.append(record)
+            shutil.copy2(record.built.path, dist / record.wheel)
     return records
 
 
-def smoke_existing(root: Path, wheels: list[Path], image: str | None) -> list[WheelRecord]:
-    """Re-run audit and smoke on wheels that were built before (`nox -s smoke -- WHEEL...`)."""
-    plan = make_plan(root)
-    by_name = {v.dist_name: v for v in plan.variants}
-    records = []
+def existing(wheel: Path, variant: Variant, image: str | None) -> BuiltWheel:
+    """A wheel built before, as the audit and the smoke tiers take it: its binaries read as they are (this checks
+    a wheel, it does not repair it), its toolkit provisioned for the smoke tiers."""
+    name = WheelName.of(wheel)
+    cell = next((c for c in variant.cells if c.python == name.python and c.platform == name.platform), None)
+    if cell is None:
+        raise UserError(f"{wheel.name}: matrix.yaml builds no such wheel (Python {name.python} on {name.platform})")
+    chosen = image or variant.cuda.platforms[name.platform].image
+    if name.os == "linux":
+        if chosen is None:
+            raise UserError(f"{wheel.name}: matrix.yaml names no {name.platform} image for CUDA {variant.major} — pass --image")
+        ensure_image(chosen)
+    built = BuiltWheel(variant, cell, wheel.resolve(), chosen, provision(variant, name.os, name.arch), None)
+    read_binaries_of(built)
+    return built
+
+
+def smoke_existing(root: Path, wheels: list[Path], image: str | None, matrix: Path | None = None) -> list[WheelRecord]:
+    """Audit and smoke wheels that were built before (`nox -s smoke -- WHEEL...`)."""
+    plan = make_plan(root, matrix)
+    builts = []
     for wheel in wheels:
         if not wheel.is_file():
             raise UserError(f"{wheel}: no such wheel")
-        name, _, _, _ = parse_wheel_filename(wheel.name)
-        variant = next((v for dist, v in by_name.items() if canonicalize_name(dist) == name), None)
+        name = WheelName.of(wheel)
+        variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
         if variant is None:
-            raise UserError(f"{wheel.name}: no recipe × CUDA major in matrix.yaml renders {name}")
-        platform_tag = sorted(t.platform for t in parse_wheel_filename(wheel.name)[3])[0]
-        arch = "aarch64" if platform_tag.endswith("aarch64") else "x86_64"
-        settings = variant.cuda.platforms.get(f"linux-{arch}")
-        chosen = image or (settings.image if settings else None)
-        if chosen is None:
-            raise UserError(
-                f"{wheel.name}: matrix.yaml names no linux-{arch} image for CUDA {variant.major} — pass --image"
-            )
-        ensure_image(chosen)
-        toolkit = provision(variant, "linux", arch)
-        records.append(check_wheel(wheel.resolve(), variant, toolkit.wheel_dir, chosen))
+            raise UserError(f"{wheel.name}: no recipe × CUDA major in matrix.yaml renders {name.distribution}")
+        if name.os == "windows" and host.platform_name() != "windows-amd64":
+            raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this Linux host cannot")
+        builts.append(existing(wheel, variant, image))
+    records = check_wheels(builts)
     summary(records)
     return records

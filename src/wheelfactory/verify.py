@@ -7,27 +7,21 @@ each `pkg-cudaNNx` is a separate PyPI project with its own limit).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
+from . import host
 from .plan import cpython_tag
+from .wheelfile import WheelName
 
 MIB = 1024 * 1024
 
 
-def platform_of(tag: str) -> str:
-    if tag.startswith("win"):
-        return "windows-amd64"
-    return "linux-aarch64" if tag.endswith("aarch64") else "linux-x86_64"
-
-
 def wheel_key(wheel: Path) -> tuple[str, str, str, str]:
-    name, version, _, tags = parse_wheel_filename(wheel.name)
-    tag = sorted(tags, key=str)[0]
-    return str(name), str(version), tag.interpreter, platform_of(tag.platform)
+    name = WheelName.of(wheel)
+    return str(name.distribution), str(name.version), cpython_tag(name.python), name.platform
 
 
 def verify(jobs: list[dict[str, object]], wheels: list[Path]) -> list[str]:
@@ -58,11 +52,8 @@ def verify(jobs: list[dict[str, object]], wheels: list[Path]) -> list[str]:
             if size > limit * MIB:
                 problems.append(f"{wheel.name}: {size / MIB:.1f} MiB, over its {limit} MiB limit")
     if wheels:
-        twine = subprocess.run(
-            [sys.executable, "-m", "twine", "--no-color", "check", "--strict", *map(str, wheels)],
-            capture_output=True,
-            text=True,
-            check=False,
+        twine = host.run(
+            [sys.executable, "-m", "twine", "--no-color", "check", "--strict", *wheels], "twine", check=False
         )
         if twine.returncode != 0:
             problems.append("twine check --strict failed:\n" + (twine.stdout + twine.stderr).strip())

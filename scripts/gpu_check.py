@@ -3,8 +3,8 @@
 It runs without the factory installed, from a plain Python where the wheels are installed (machines with no
 internet), as well as from `nox -s gpu-check -- WHEEL...`:
 
-    python gpu_check.py --package cuprobe            # the package as installed in this Python
-    python gpu_check.py --wheel dist/X.whl [...]     # each wheel in a fresh venv (its dependencies from pip)
+    python scripts/gpu_check.py --package cuprobe            # the package as installed in this Python
+    python scripts/gpu_check.py --wheel dist/X.whl [...]     # each wheel in a fresh venv (its dependencies from pip)
 
 The checks come from the package's `_cuda_variant.GPU_CHECKS`, rendered from the recipe's `gpu_checks`. Each
 runs in its own process with `skip(reason)` available; a fresh XDG_CACHE_HOME per invocation, so kernel caches

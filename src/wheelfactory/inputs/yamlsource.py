@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from .errors import InputError, Problem
+from ..errors import InputError, Problem
 
 Loc = tuple[str | int, ...]
 

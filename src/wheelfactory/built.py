@@ -1,0 +1,48 @@
+"""The value that flows from build to dist/: one wheel, what it is, where it came from, and what each stage
+(repair, audit, smoke) learned of it. docs/architecture.md has the picture."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .plan import Cell, Variant
+from .provision import Toolkit
+from .wheelfile import Binary, WheelName
+
+
+@dataclass(frozen=True)
+class RpathChange:
+    member: str
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildRun:
+    """One cibuildwheel run: all the selected Pythons of a variant on one platform."""
+
+    log: Path
+    seconds: float
+    host_compiler: str | None  # nvcc's host compiler, as the build container chose it (Linux)
+    compiler_cache: dict[str, object] | None  # the cache's hits and misses over the run; None without one
+
+
+@dataclass
+class BuiltWheel:
+    """One wheel on its way from cibuildwheel to dist/: what it is, where it came from, and what each stage
+    learned of it."""
+
+    variant: Variant
+    cell: Cell
+    path: Path  # the file as it is now: as built, then as repaired
+    image: str | None  # the Linux build image, which is also the smoke tiers' clean machine; None on Windows
+    toolkit: Toolkit
+    run: BuildRun | None  # None for a wheel built before (`nox -s smoke`)
+    binaries: dict[str, Binary] = field(default_factory=dict)  # every ELF/PE file, read once
+    rpath_changes: list[RpathChange] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> WheelName:
+        return WheelName.of(self.path)

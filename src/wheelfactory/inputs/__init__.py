@@ -1,0 +1,27 @@
+"""The user's inputs, matrix.yaml and recipes/<name>/recipe.yaml: typed models and strict validation.
+
+Every problem is reported at its file:line:col with a hint, all of them at once, before anything is written.
+"""
+
+from .matrix import CudaEntry, Exclusion, Matrix, PlatformSettings, load_matrix, requires_python
+from .recipe import DRIVER, GitSource, GpuCheck, PathSource, Recipe, SdistSource, Smoke, Source, load_recipe
+from .validation import Loaded
+
+__all__ = [
+    "DRIVER",
+    "CudaEntry",
+    "Exclusion",
+    "GitSource",
+    "GpuCheck",
+    "Loaded",
+    "Matrix",
+    "PathSource",
+    "PlatformSettings",
+    "Recipe",
+    "SdistSource",
+    "Smoke",
+    "Source",
+    "load_matrix",
+    "load_recipe",
+    "requires_python",
+]

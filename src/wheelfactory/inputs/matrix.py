@@ -1,0 +1,172 @@
+"""matrix.yaml: CPython versions × CUDA majors × platforms, typed and checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from pydantic import Field
+
+from ..components import component_table, platforms, toolkit_table
+from ..errors import InputError, Problem
+from .validation import Loaded, Strict, VersionText, did_you_mean, display, validate
+from .yamlsource import Loc, SourceMap
+
+
+class PlatformSettings(Strict):
+    runner: str = Field(min_length=1)  # the CI runner that builds
+    smoke_runner: str | None = Field(default=None, min_length=1)  # a clean runner of another image that smokes
+    image: str | None = Field(default=None, min_length=1)
+
+
+class CudaEntry(Strict):
+    major: int = Field(ge=1)
+    toolkit: VersionText
+    platforms: dict[str, PlatformSettings]
+    not_built: dict[str, str] = {}  # platform -> the reason it is deliberately not built
+
+
+class Exclusion(Strict):
+    python: VersionText | None = None
+    cuda: int | None = None
+    platform: str | None = None
+
+    def matches(self, python: str, cuda: int, platform: str) -> bool:
+        return (
+            (self.python is None or self.python == python)
+            and (self.cuda is None or self.cuda == cuda)
+            and (self.platform is None or self.platform == platform)
+        )
+
+
+class Matrix(Strict):
+    python: list[VersionText]
+    cuda: list[CudaEntry]
+    exclude: list[Exclusion] = []
+
+
+def load_matrix(path: Path, root: Path) -> Loaded[Matrix]:
+    loaded = validate(Matrix, path, display(path, root))
+    problems = check_matrix(loaded.value, loaded.source)
+    if problems:
+        raise InputError(problems)
+    return loaded
+
+
+def requires_python(matrix: Matrix) -> SpecifierSet:
+    lowest = min(matrix.python, key=lambda v: tuple(int(p) for p in v.split(".")))
+    return SpecifierSet(f">={lowest}")
+
+
+def check_matrix(matrix: Matrix, src: SourceMap) -> list[Problem]:
+    problems = _check_pythons(matrix, src)
+    if not matrix.cuda:
+        problems.append(src.problem(("cuda",), "no CUDA majors — add at least one entry such as {major: 12, ...}"))
+    majors: list[int] = []
+    for i, entry in enumerate(matrix.cuda):
+        if entry.major in majors:
+            problems.append(src.problem(("cuda", i, "major"), f"CUDA {entry.major} has two entries — merge them"))
+        majors.append(entry.major)
+        problems += _check_cuda_entry(entry, ("cuda", i), src)
+    problems += _check_exclusions(matrix, majors, src)
+    if not problems and not any(
+        not any(rule.matches(py, entry.major, plat) for rule in matrix.exclude)
+        for py in matrix.python
+        for entry in matrix.cuda
+        for plat in entry.platforms
+    ):
+        problems.append(src.problem(("exclude",), "the exclusions leave nothing to build — remove some"))
+    return problems
+
+
+def _check_pythons(matrix: Matrix, src: SourceMap) -> list[Problem]:
+    problems = []
+    if not matrix.python:
+        problems.append(src.problem(("python",), 'no Python versions — list at least one, e.g. ["3.12"]'))
+    for i, version in enumerate(matrix.python):
+        if version in matrix.python[:i]:
+            problems.append(src.problem(("python", i), f"Python {version} is listed twice — keep one"))
+    return problems
+
+
+def _check_cuda_entry(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
+    known_majors = sorted({m for c in component_table().components.values() for m in c.majors})
+    if entry.major not in known_majors:
+        return [
+            src.problem(
+                (*at, "major"),
+                f"CUDA {entry.major} is not in the component table (known: {', '.join(map(str, known_majors))})"
+                " — use a known major or add it to the table",
+            )
+        ]
+    problems = _check_toolkit(entry, at, src)
+    if not entry.platforms:
+        problems.append(src.problem((*at, "platforms"), "no platforms — name at least one, e.g. linux-x86_64"))
+    for name, settings in entry.platforms.items():
+        problems += _check_platform(name, settings, (*at, "platforms", name), src)
+    for name in entry.not_built:
+        where: Loc = (*at, "not_built", name)
+        if name not in platforms():
+            problems.append(src.problem(where, f"unknown platform {name!r} — {_platform_hint(name)}", key=True))
+        elif name in entry.platforms:
+            problems.append(
+                src.problem(
+                    where,
+                    f"{name} is both built and not built for CUDA {entry.major} — remove it from one of the two",
+                    key=True,
+                )
+            )
+    return problems
+
+
+def _check_toolkit(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
+    if not entry.toolkit.startswith(f"{entry.major}."):
+        message = f'toolkit {entry.toolkit} is not a CUDA {entry.major} release — write "{entry.major}.x"'
+        return [src.problem((*at, "toolkit"), message)]
+    known = sorted(v for v in toolkit_table().releases if v.startswith(f"{entry.major}."))
+    if entry.toolkit in known:
+        return []
+    return [
+        src.problem(
+            (*at, "toolkit"),
+            f"toolkit {entry.toolkit} is not a release the factory knows (known for CUDA "
+            f"{entry.major}: {', '.join(known)}) — use one of those, or add the release to "
+            "data/toolkits.yaml and its component versions to data/cuda_components.yaml",
+        )
+    ]
+
+
+def _platform_hint(name: str) -> str:
+    return did_you_mean(name, sorted(platforms()))
+
+
+def _check_platform(name: str, settings: PlatformSettings, at: Loc, src: SourceMap) -> list[Problem]:
+    if name not in platforms():
+        return [src.problem(at, f"unknown platform {name!r} — {_platform_hint(name)}", key=True)]
+    is_linux = platforms()[name].os == "linux"
+    if is_linux and settings.image is None:
+        message = "a Linux platform needs an image — add image: quay.io/pypa/manylinux_2_28_x86_64 (or the aarch64 one)"
+        return [src.problem(at, message)]
+    if not is_linux and settings.image is not None:
+        return [src.problem((*at, "image"), "Windows builds run on the runner, not in an image — remove image")]
+    return []
+
+
+def _check_exclusions(matrix: Matrix, majors: list[int], src: SourceMap) -> list[Problem]:
+    problems = []
+    for i, rule in enumerate(matrix.exclude):
+        at: Loc = ("exclude", i)
+        if rule.python is None and rule.cuda is None and rule.platform is None:
+            problems.append(
+                src.problem(at, "an empty exclusion would exclude everything — name python, cuda or platform")
+            )
+        if rule.python is not None and rule.python not in matrix.python:
+            message = f"Python {rule.python} is not in the matrix — remove this exclusion or fix the version"
+            problems.append(src.problem((*at, "python"), message))
+        if rule.cuda is not None and rule.cuda not in majors:
+            message = f"CUDA {rule.cuda} is not in the matrix — remove this exclusion or fix the major"
+            problems.append(src.problem((*at, "cuda"), message))
+        if rule.platform is not None and rule.platform not in platforms():
+            message = f"unknown platform {rule.platform!r} — {_platform_hint(rule.platform)}"
+            problems.append(src.problem((*at, "platform"), message))
+    return problems

@@ -1,0 +1,317 @@
+"""recipes/<name>/recipe.yaml: what a package is, where its source comes from, and which CUDA libraries each
+of its modules may link — typed and checked against the matrix and the component table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier
+from packaging.version import InvalidVersion, Version
+from pydantic import BeforeValidator, Discriminator, Field, Tag
+from pydantic_core import PydanticCustomError
+
+from ..components import component_table, platforms, toolkit_table
+from ..errors import InputError, Problem
+from .matrix import Matrix
+from .validation import MISSING_HINTS, Loaded, Strict, did_you_mean, display, validate
+from .yamlsource import Loc, SourceMap
+
+# PEP 508 names, as packaging validates them.
+_DIST_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_HEX_RE = re.compile(r"^[0-9a-f]+$")
+DRIVER = "driver"  # the pseudo-component a module policy names to be allowed to link the driver eagerly
+
+
+# ---------------------------------------------------------------------------------------------- the source
+
+
+class PathSource(Strict):
+    path: str  # a folder inside the recipe's folder
+
+
+class SdistSource(Strict):
+    sdist: str  # "name==1.2.3"
+    sha256: str  # of the archive
+
+
+class GitSource(Strict):
+    git: str  # https://, ssh://, git@ or file:// URL
+    rev: str  # a full commit SHA
+
+
+SOURCE_KINDS = ("path", "sdist", "git")
+
+
+def _one_kind(value: object) -> object:
+    if isinstance(value, dict):
+        given = [kind for kind in SOURCE_KINDS if kind in value]
+        if not given:
+            raise PydanticCustomError("source_kind", "give exactly one of path, sdist or git — e.g. {path: source}")
+        if len(given) > 1:
+            raise PydanticCustomError("source_kind", f"give only one of {', '.join(given)}")
+    return value
+
+
+def _source_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return next((kind for kind in SOURCE_KINDS if kind in value), None)
+    kinds: dict[type, str] = {PathSource: "path", SdistSource: "sdist", GitSource: "git"}
+    return kinds.get(type(value))
+
+
+Source = Annotated[
+    Annotated[PathSource, Tag("path")] | Annotated[SdistSource, Tag("sdist")] | Annotated[GitSource, Tag("git")],
+    Discriminator(_source_kind),
+    BeforeValidator(_one_kind),
+]
+
+
+# ---------------------------------------------------------------------------------------------- the recipe
+
+
+class Smoke(Strict):
+    # Python statements that must run with no CUDA library installed (tier 1) and with them (tier 2).
+    gpu_free: list[str] = []
+    # Statements that raise ImportError naming the pip fix while optional components are absent (tier 1), and
+    # run once they are installed (tier 2).
+    needs_optional: list[str] = []
+    # Commands that must succeed once the CUDA wheels are installed (tier 2).
+    with_cuda: list[str] = []
+
+
+class GpuCheck(Strict):
+    name: str = Field(min_length=1)
+    run: str = Field(min_length=1)  # Python run with the package installed on a GPU machine; may call skip(reason)
+
+
+class Recipe(Strict):
+    name: str
+    version: str
+    summary: str = ""
+    import_name: str = Field(alias="import")
+    source: Source
+    cuda: list[int] | None = None  # CUDA majors this recipe supports; all of the matrix's when absent
+    components: list[str]
+    optional: list[str] = []
+    modules: dict[str, list[str]]
+    dependencies: list[str] = []
+    # The variant's [build-system]; it replaces the source's own, so name what the build needs (e.g. Cython).
+    build_requires: list[str] = ["setuptools>=77", "wheel"]
+    build_backend: str = "setuptools.build_meta"
+    size_limit_mb: int = Field(default=100, ge=1)
+    # GPU architectures (sm_XY) to compile device code for, per CUDA major; data/toolkits.yaml has the defaults
+    cuda_archs: dict[int, list[int]] = {}
+    # let nvcc use a host compiler newer than its release accepts (-allow-unsupported-compiler); the report says so
+    allow_unsupported_compiler: bool = False
+    smoke: Smoke = Smoke()
+    gpu_checks: list[GpuCheck] = []
+
+
+def load_recipe(path: Path, root: Path, matrix: Matrix) -> Loaded[Recipe]:
+    loaded = validate(Recipe, path, display(path, root))
+    problems = check_recipe(loaded.value, loaded.source, matrix)
+    if problems:
+        raise InputError(problems)
+    return loaded
+
+
+def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix) -> list[Problem]:
+    majors = {entry.major: entry for entry in matrix.cuda}
+    problems = _check_identity(recipe, src) + _check_source(recipe.source, src) + _check_requirements(recipe, src)
+    for i, major in enumerate(recipe.cuda or []):
+        if major not in majors:
+            problems.append(
+                src.problem(
+                    ("cuda", i),
+                    f"CUDA {major} is not in the matrix (it has "
+                    f"{', '.join(map(str, majors))}) — remove it or add it to matrix.yaml",
+                )
+            )
+    wanted = [m for m in (recipe.cuda if recipe.cuda is not None else list(majors)) if m in majors]
+    problems += _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})
+    problems += _check_components(recipe, src, {m: majors[m].platforms.keys() for m in wanted})
+    problems += _check_modules(recipe, src)
+    return problems
+
+
+def _check_identity(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    problems = []
+    if not _DIST_NAME_RE.match(recipe.name):
+        problems.append(
+            src.problem(
+                ("name",),
+                f"{recipe.name!r} is not a valid distribution name — use letters, "
+                "digits, '-', '_' and '.', starting and ending with a letter or digit",
+            )
+        )
+    elif re.search(r"[-_.]cuda\d+x?$", recipe.name, re.IGNORECASE):
+        problems.append(
+            src.problem(
+                ("name",),
+                f"{recipe.name!r} already carries a CUDA suffix — give the base "
+                "name; the factory appends -cuda<major>x",
+            )
+        )
+    if not _MODULE_RE.match(recipe.import_name):
+        problems.append(src.problem(("import",), f"{recipe.import_name!r} is not a Python module name"))
+    try:
+        Version(recipe.version)
+    except InvalidVersion:
+        problems.append(src.problem(("version",), f'{recipe.version!r} is not a valid version — write e.g. "1.2.0"'))
+    for i, check in enumerate(recipe.gpu_checks):
+        try:
+            compile(check.run, f"gpu_checks[{i}]", "exec")
+        except SyntaxError as exc:
+            message = f"not valid Python: {exc.msg} (line {exc.lineno} of the check) — fix the code"
+            problems.append(src.problem(("gpu_checks", i, "run"), message))
+    return problems
+
+
+def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    problems = []
+    for key in ("dependencies", "build_requires"):
+        for i, dep in enumerate(getattr(recipe, key)):
+            try:
+                Requirement(dep)
+            except InvalidRequirement as exc:
+                problems.append(src.problem((key, i), f'not a valid requirement: {exc} — write e.g. "numpy>=1.24"'))
+    return problems
+
+
+def _check_components(recipe: Recipe, src: SourceMap, platforms_of: dict[int, Any]) -> list[Problem]:
+    """Each declared component exists, once, for every major built; required ones on every platform built."""
+    table = component_table()
+    problems: list[Problem] = []
+    declared: list[str] = []
+    for group in ("components", "optional"):
+        for i, name in enumerate(getattr(recipe, group)):
+            at: Loc = (group, i)
+            if name in declared:
+                problems.append(src.problem(at, f"component {name!r} is declared twice — keep one"))
+                continue
+            declared.append(name)
+            component = table.components.get(name)
+            if component is None:
+                problems.append(
+                    src.problem(at, f"unknown CUDA component {name!r} — {did_you_mean(name, table.names())}")
+                )
+                continue
+            if component.role == "build" and group == "optional":
+                message = (
+                    f"{name} only provides headers or tools; it cannot be optional at run time — move it to components"
+                )
+                problems.append(src.problem(at, message))
+            for major, built_platforms in platforms_of.items():
+                entry = component.majors.get(major)
+                if entry is None:
+                    others = ", ".join(str(m) for m in platforms_of if m != major)
+                    message = (
+                        f"{name} does not exist for CUDA {major} — limit the recipe with cuda: [{others}] "
+                        "or drop the component"
+                    )
+                    problems.append(src.problem(at, message))
+                    continue
+                for platform in built_platforms if group == "components" else ():
+                    if platform in platforms() and entry.layout(platforms()[platform].os) is None:
+                        problems.append(
+                            src.problem(
+                                at,
+                                f"{name} has no {platform} wheel for CUDA {major} — make it "
+                                f"optional, or list {platform} under not_built in matrix.yaml",
+                            )
+                        )
+    return problems
+
+
+def _check_modules(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    table = component_table()
+    declared = [*recipe.components, *recipe.optional]
+    runtime_names = sorted(n for n, c in table.components.items() if c.role == "runtime")
+    problems = []
+    if not recipe.modules:
+        message = "no modules — list each extension module and the components it may link ([] for none)"
+        problems.append(src.problem(("modules",), message))
+    for module, allowed in recipe.modules.items():
+        at: Loc = ("modules", module)
+        if not _MODULE_RE.match(module):
+            problems.append(src.problem(at, f"{module!r} is not a dotted module name", key=True))
+        elif module != recipe.import_name and not module.startswith(recipe.import_name + "."):
+            message = f"{module!r} is outside the package {recipe.import_name!r} — name it {recipe.import_name}.<...>"
+            problems.append(src.problem(at, message, key=True))
+        for i, name in enumerate(allowed):
+            if name == DRIVER:  # may link libcuda.so.1 / nvcuda.dll eagerly; import then needs a GPU driver
+                continue
+            if name not in declared:
+                hint = (
+                    "add it to components or optional"
+                    if name in runtime_names
+                    else did_you_mean(name, declared or runtime_names)
+                )
+                message = f"{module} may link {name!r}, which the recipe does not declare — {hint}"
+                problems.append(src.problem((*at, i), message))
+            elif name in table.components and table.components[name].role == "build":
+                problems.append(src.problem((*at, i), f"{name} has no library to link — remove it"))
+    return problems
+
+
+def _check_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> list[Problem]:
+    problems = []
+    for major, archs in recipe.cuda_archs.items():
+        if major not in toolkits:
+            message = (
+                f"CUDA {major} is not built for this recipe (it builds {', '.join(map(str, toolkits))}) — remove it"
+            )
+            problems.append(src.problem(("cuda_archs", major), message, key=True))
+            continue
+        if not archs:
+            problems.append(src.problem(("cuda_archs", major), "no architectures — list some, e.g. [80, 90]"))
+        release = toolkit_table().releases.get(toolkits[major])
+        for i, arch in enumerate(archs):
+            if arch in archs[:i]:
+                problems.append(src.problem(("cuda_archs", major, i), f"sm_{arch} is listed twice — keep one"))
+            elif release and not release.archs[0] <= arch <= release.archs[1]:
+                low, high = release.archs
+                problems.append(
+                    src.problem(
+                        ("cuda_archs", major, i),
+                        f"nvcc {toolkits[major]} cannot compile for sm_{arch} (it covers sm_{low} to sm_{high}) — "
+                        "drop it or change the matrix's toolkit",
+                    )
+                )
+    return problems
+
+
+def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap) -> list[Problem]:
+    if isinstance(source, PathSource):
+        pure = PurePosixPath(source.path.replace("\\", "/"))
+        if pure.is_absolute() or re.match(r"^[A-Za-z]:", source.path):
+            message = f"{source.path!r} is absolute — give a path relative to the recipe's folder"
+            return [src.problem(("source", "path"), message)]
+        if ".." in pure.parts:
+            message = f"{source.path!r} leaves the recipe's folder — keep the source inside it"
+            return [src.problem(("source", "path"), message)]
+        return []
+    if isinstance(source, SdistSource):
+        problems = []
+        try:
+            req = Requirement(source.sdist)
+            if len(req.specifier) != 1 or next(iter(req.specifier)).operator != "==":
+                raise InvalidSpecifier
+        except (InvalidRequirement, InvalidSpecifier):
+            problems.append(src.problem(("source", "sdist"), f'{source.sdist!r} is not pinned — write "name==1.2.3"'))
+        return problems + _hex_pin(source.sha256, "sha256", 64, src)
+    problems = []
+    if not re.match(r"^(https://|ssh://|git@|file://)", source.git):
+        problems.append(src.problem(("source", "git"), f"{source.git!r} is not a git URL — use https://…"))
+    return problems + _hex_pin(source.rev, "rev", 40, src)
+
+
+def _hex_pin(value: str, key: str, digits: int, src: SourceMap) -> list[Problem]:
+    """A hash or commit that pins a source: exactly `digits` lowercase hex digits."""
+    if len(value) == digits and _HEX_RE.match(value):
+        return []
+    return [src.problem(("source", key), MISSING_HINTS[key])]

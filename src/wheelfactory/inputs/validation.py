@@ -1,0 +1,144 @@
+"""What matrix.yaml and recipe.yaml share: strict models, and validation errors turned into problems at their
+file:line:col with a hint."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from ..errors import InputError, Problem
+from . import yamlsource
+from .yamlsource import Loc, SourceMap
+
+_VERSION_RE = re.compile(r"^\d+\.\d+$")
+
+
+def _version_text(value: object) -> object:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise PydanticCustomError("version_number", "expected a version string")
+    if isinstance(value, str) and not _VERSION_RE.match(value):
+        raise PydanticCustomError(
+            "version_format", 'expected a version like "12.9" (major.minor), got {value!r}', {"value": value}
+        )
+    return value
+
+
+VersionText = Annotated[str, BeforeValidator(_version_text)]
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors (with a did-you-mean); numbers are never silently taken for text."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            allowed = sorted(f.alias or name for name, f in cls.model_fields.items())
+            unknown = [k for k in data if k not in allowed]
+            if unknown:
+                raise PydanticCustomError("unknown_keys", "unknown keys {keys}", {"keys": unknown, "allowed": allowed})
+        return data
+
+
+T = TypeVar("T", bound=Strict)
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[T]):
+    value: T
+    source: SourceMap
+
+
+# What to say when a required key is missing, where a plain "add it" says too little.
+MISSING_HINTS = {
+    "sha256": "an sdist source needs sha256: the 64 lowercase hex digits of the archive",
+    "rev": "a git source needs rev: a full 40-digit commit SHA (tags and branches move)",
+}
+
+
+# Errors of our own validators whose message already says what to do.
+SELF_EXPLAINING = {"source_kind"}
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(choices)}"
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "nothing (null)"
+    return repr(value)
+
+
+def _message(err: Any, loc: Loc, source: SourceMap) -> str:
+    kind = err["type"]
+    if kind == "version_number":
+        text = source.numbers.get(loc, str(err["input"]))
+        return f'expected a version string like "12.9", got the number {text} — quote it: "{text}"'
+    if kind == "string_type" and loc in source.numbers:
+        text = source.numbers[loc]
+        return f'expected text, got the number {text} — quote it: "{text}"'
+    if kind in ("dict_type", "model_type"):
+        return f"expected a mapping (key: value), got {_shown(err['input'])} — write it as a mapping"
+    if kind == "list_type":
+        return f"expected a list, got {_shown(err['input'])} — write it as [a, b] or one '- item' per line"
+    if kind == "int_type":
+        return f"expected a whole number, got {_shown(err['input'])} — write e.g. 12"
+    if kind == "string_type":
+        return f"expected text, got {_shown(err['input'])} — write a quoted string"
+    if kind in SELF_EXPLAINING:
+        return str(err["msg"])
+    return f"{err['msg'][0].lower()}{err['msg'][1:]} — fix this value"
+
+
+def problems_from(error: ValidationError, source: SourceMap) -> list[Problem]:
+    problems = []
+    for err in error.errors():
+        loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+        if err["type"] == "unknown_keys":
+            ctx = err["ctx"]
+            for key in ctx["keys"]:
+                problems.append(
+                    source.problem(
+                        (*loc, key), f"unknown key {key!r} — {did_you_mean(str(key), ctx['allowed'])}", key=True
+                    )
+                )
+        elif err["type"] == "missing":
+            parent, key = loc[:-1], loc[-1]
+            problems.append(
+                source.problem(parent, MISSING_HINTS.get(str(key), f"missing required key {key!r} — add it"))
+            )
+        else:
+            problems.append(source.problem(loc, _message(err, loc, source)))
+    return problems
+
+
+def validate(model: type[T], path: Path, display: str) -> Loaded[T]:
+    data, source = yamlsource.load(path, display)
+    if data is None:
+        raise InputError([Problem(display, 1, 1, "the file is empty — see docs/ for its format")])
+    try:
+        return Loaded(model.model_validate(data), source)
+    except ValidationError as exc:
+        raise InputError(problems_from(exc, source)) from None
+
+
+def display(path: Path, root: Path) -> str:
+    """How a file is named in messages: relative to the project root when inside it."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)

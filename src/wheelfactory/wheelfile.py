@@ -1,0 +1,158 @@
+"""All the factory knows of wheel files: their names and tags, unpacking and packing them, their metadata, and
+the binaries inside them, each read once.
+"""
+
+from __future__ import annotations
+
+import email.message
+import email.parser
+import os
+import stat
+import sys
+import zipfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from packaging.utils import NormalizedName, parse_wheel_filename
+from packaging.version import Version
+
+from . import host
+from .components import OS, platforms
+from .elf import is_elf, read_elf
+from .pe import read_pe
+
+
+@dataclass(frozen=True)
+class WheelName:
+    """What a wheel's file name says: cp312-cp312-manylinux_2_28_x86_64 → Python 3.12 on Linux x86_64."""
+
+    distribution: NormalizedName
+    version: Version
+    python: str  # "3.12"
+    platform_tag: str  # manylinux_2_28_x86_64, win_amd64
+    os: OS
+    arch: str  # x86_64, aarch64, AMD64 (as cibuildwheel and the platform table spell it)
+
+    @property
+    def platform(self) -> str:
+        """The matrix platform the wheel is for: linux-x86_64, linux-aarch64 or windows-amd64."""
+        return next(name for name, p in platforms().items() if p.os == self.os and p.cibw_arch == self.arch)
+
+    @classmethod
+    def of(cls, wheel: Path) -> WheelName:
+        name, version, _, tags = parse_wheel_filename(wheel.name)
+        interpreter = sorted(t.interpreter for t in tags)[0]
+        platform_tag = sorted({t.platform for t in tags})[-1]
+        windows = platform_tag.startswith("win")
+        arch = "AMD64" if windows else ("aarch64" if platform_tag.endswith("aarch64") else "x86_64")
+        return cls(
+            name, version, f"{interpreter[2]}.{interpreter[3:]}", platform_tag, "windows" if windows else "linux", arch
+        )
+
+
+def unpack(wheel: Path, into: Path) -> Path:
+    """Extract a wheel (or any zip) keeping its files' permissions."""
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            target = archive.extract(info, into)
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                os.chmod(target, mode | stat.S_IRUSR | stat.S_IWUSR)
+    return into
+
+
+def pack(tree: Path, out_dir: Path) -> Path:
+    """Zip an unpacked wheel again, its RECORD regenerated (wheel's own packer)."""
+    before = set(out_dir.glob("*.whl"))
+    host.run([sys.executable, "-m", "wheel", "pack", "--dest-dir", out_dir, tree], f"repacking {tree.name}")
+    created = set(out_dir.glob("*.whl")) - before
+    return created.pop() if created else next(iter(sorted(out_dir.glob("*.whl"))))
+
+
+def members(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return sorted(info.filename for info in archive.infolist() if not info.is_dir())
+
+
+def read_member(wheel: Path, member: str) -> str | None:
+    """The text of one file in the wheel, or None when it has no such file."""
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            return archive.read(member).decode("utf-8")
+        except KeyError:
+            return None
+
+
+def metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.parser.Parser().parsestr(archive.read(name).decode("utf-8"))
+
+
+def extras(wheel: Path) -> list[str]:
+    """The extras a wheel declares (Provides-Extra in its METADATA)."""
+    return sorted(metadata(wheel).get_all("Provides-Extra") or [])
+
+
+def with_extras(requirement: str, names: list[str]) -> str:
+    return f"{requirement}[{','.join(names)}]" if names else requirement
+
+
+# ---------------------------------------------------------------------------------------------- binaries
+
+
+@dataclass(frozen=True)
+class Binary:
+    """What a wheel's ELF or PE file needs, as read once from the wheel (and updated by the RPATH repair)."""
+
+    member: str
+    format: Literal["elf", "pe"]
+    needed: tuple[str, ...]  # DT_NEEDED, or the PE import table
+    lazy: tuple[str, ...] = ()  # the PE delay-load table: loaded at first call
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    version_needs: dict[str, frozenset[str]] = field(default_factory=dict)  # ELF: library -> symbol versions
+
+    @property
+    def module(self) -> str | None:
+        return module_name(self.member)
+
+    def with_rpath(self, rpath: tuple[str, ...]) -> Binary:
+        return replace(self, rpath=rpath, runpath=())
+
+
+def module_name(member: str) -> str | None:
+    """`pkg/sub/_mod.cpython-312-x86_64-linux-gnu.so` / `pkg/_mod.cp312-win_amd64.pyd` -> dotted name; None for a
+    shared library or DLL."""
+    path = PurePosixPath(member)
+    if path.parts[0].endswith(".data"):
+        path = PurePosixPath(*path.parts[2:])
+    is_extension = ".cpython-" in path.name or ".abi3." in path.name or path.suffix == ".pyd"
+    if path.parent.name.endswith(".libs") or not is_extension:
+        return None
+    return ".".join([*path.parent.parts, path.name.split(".")[0]])
+
+
+def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
+    """The binary at `path` (wheel member `member`) read, or None when it is no binary of the wheel's OS."""
+    if os_name == "linux":
+        if not is_elf(path):
+            return None
+        info = read_elf(path)
+        return Binary(member, "elf", info.needed, (), info.rpath, info.runpath, info.version_needs)
+    if path.suffix.lower() not in (".pyd", ".dll"):
+        return None
+    pe = read_pe(path)
+    return Binary(member, "pe", pe.imports, pe.delay_imports)
+
+
+def read_binaries(tree: Path, os_name: OS) -> dict[str, Binary]:
+    """Every binary of an unpacked wheel, by member."""
+    found = {}
+    for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
+        member = path.relative_to(tree).as_posix()
+        binary = read_binary(path, member, os_name)
+        if binary is not None:
+            found[member] = binary
+    return found
