@@ -15,18 +15,16 @@ Usage: python bench/bench_compiler_cache.py [--image manylinux-offline:latest] [
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
+from benchlib import REPO, arguments, show
 
-from wheelfactory.pipeline import BuildRequest, build  # noqa: E402
-from wheelfactory.plan import copy_inputs  # noqa: E402
+from wheelfactory.pipeline import BuildRequest, build
+from wheelfactory.plan import copy_inputs
 
 RECIPE = """
 name: sortbench
@@ -103,10 +101,7 @@ def _project(scratch: Path) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--image", default="manylinux-offline:latest")
-    parser.add_argument("--matrix", default="matrix-offline.yaml", help="relative to the project")
-    args = parser.parse_args()
+    args = arguments()
     figures: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="wf-bench-cache-") as scratch_text:
         scratch = Path(scratch_text)
@@ -131,9 +126,7 @@ def main() -> int:
                 hits = sum(v["hits"] for v in device)
                 detail = f"device code: {hits} of {hits + sum(v['misses'] for v in device)} compilations from the cache"
             figures.append((f"build step, {label}", f"{record.built.timings['build']:6.1f} s  ({detail})"))
-    width = max(len(k) for k, _ in figures)
-    for key, value in figures:
-        print(f"{key:<{width}}  {value}")
+    show(figures)
     return 0
 
 

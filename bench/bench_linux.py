@@ -1,9 +1,13 @@
 """Measure the Linux path and print the figures.
 
-(a) `build-cuda12 --python 3.12` through the factory against a plain cibuildwheel run of the same package in the
-    same image with an equivalent hand-written configuration (build + auditwheel repair, no audit, no smoke);
-(b) cold against warm provisioning of the CUDA 12 toolkit;
-(c) the factory's wheel size against what auditwheel makes when it may graft the CUDA libraries.
+(a) cold against warm provisioning of the CUDA 12 toolkit (an empty cache of its own, pip's HTTP cache bypassed);
+(b) `build-cuda12 --python 3.12`, warm, through the factory (build, repair, audit, smoke) against a plain
+    cibuildwheel run of the same package in the same image with an equivalent hand-written configuration (build
+    and auditwheel repair, no audit, no smoke) — goal: the factory within 1.5× — and the smoke tiers' share;
+(c) the warm matrix of three CUDA majors × one Python: build-cuda11, 12 and 13 for cp312 — goal: ≤ 2 min;
+(d) the factory's wheel size against what auditwheel makes when it may graft the CUDA libraries.
+"Warm" is the factory's own cache (toolkits, compiler cache) as it is on this host; each warm figure follows
+one untimed run that fills it.
 
 Usage: python bench/bench_linux.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml]
 (needs Docker; a few minutes)
@@ -11,23 +15,24 @@ Usage: python bench/bench_linux.py [--image manylinux-offline:latest] [--matrix 
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
+from benchlib import REPO, arguments, show
 
-from wheelfactory import provision as provisioning  # noqa: E402
-from wheelfactory.build import stage  # noqa: E402
-from wheelfactory.buildenv import cmake_architectures  # noqa: E402
-from wheelfactory.pipeline import BuildRequest, build  # noqa: E402
-from wheelfactory.plan import copy_inputs, make_plan  # noqa: E402
-from wheelfactory.render import render_plan  # noqa: E402
+from wheelfactory import provision as provisioning
+from wheelfactory.build import stage
+from wheelfactory.buildenv import cmake_architectures
+from wheelfactory.pipeline import BuildRequest, build
+from wheelfactory.plan import copy_inputs, make_plan
+from wheelfactory.render import render_plan
+from wheelfactory.report import WheelRecord
 
 HAND_WRITTEN = """
 [build-system]
@@ -38,11 +43,7 @@ build-backend = "setuptools.build_meta"
 name = "cuprobe-cuda12x"
 version = "0.1.0"
 requires-python = ">=3.10"
-dependencies = [
-    "nvidia-cuda-runtime-cu12>=12.9,<13",
-    "nvidia-cuda-nvrtc-cu12>=12.9,<13",
-    "nvidia-cublas-cu12>=12.9,<13",
-]
+dependencies = ["nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-cublas-cu12"]
 
 [tool.cibuildwheel]
 build = "cp312-manylinux_x86_64"
@@ -56,11 +57,29 @@ repair-wheel-command = "auditwheel repair -w {{dest_dir}} {excludes} {{wheel}}"
 EXCLUDES = ["libcuda.so.1", "libcudart.so.12", "libcublas*.so.12", "libnvrtc*.so.12*", "libnccl.so.2"]
 
 
+@contextmanager
+def _environment(**variables: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
+
+
+def _build(root: Path, major: int, image: str, matrix: Path) -> tuple[float, WheelRecord]:
+    started = time.monotonic()
+    (record,) = build(BuildRequest(root, major, ["3.12"], ["cuprobe"], image, None, matrix))
+    assert record.passed, record.why_not()
+    return time.monotonic() - started, record
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--image", default="manylinux-offline:latest")
-    parser.add_argument("--matrix", default="matrix-offline.yaml", help="relative to the project")
-    args = parser.parse_args()
+    args = arguments()
     figures: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="wf-bench-") as scratch_text:
         scratch = Path(scratch_text)
@@ -68,27 +87,27 @@ def main() -> int:
         matrix = root / args.matrix
         variant = next(v for v in make_plan(root, matrix).variants if v.major == 12)
 
-        # (b) cold provisioning into an empty cache, then warm.
-        # Cold: an empty factory cache, and pip's own HTTP cache bypassed, so every wheel comes from the index.
-        os.environ["WHEELFACTORY_CACHE"] = str(scratch / "cold-cache")
-        os.environ["PIP_NO_CACHE_DIR"] = "1"
-        started = time.monotonic()
-        toolkit = provisioning.provision(variant)
-        cold = time.monotonic() - started
-        del os.environ["PIP_NO_CACHE_DIR"]
-        started = time.monotonic()
-        warm_toolkit = provisioning.provision(variant)
-        warm = time.monotonic() - started
-        assert not warm_toolkit.downloaded
+        # (a) cold provisioning into an empty cache of its own, then warm.
+        with _environment(WHEELFACTORY_CACHE=str(scratch / "cold-cache"), PIP_NO_CACHE_DIR="1"):
+            started = time.monotonic()
+            toolkit = provisioning.provision(variant)
+            cold = time.monotonic() - started
+            started = time.monotonic()
+            assert not provisioning.provision(variant).downloaded
+            warm = time.monotonic() - started
         wheels_mb = sum(w.stat().st_size for w in toolkit.wheels) / 1e6
-        figures.append(("provision CUDA 12, cold (download + unpack)", f"{cold:.1f} s ({wheels_mb:.0f} MB of wheels)"))
-        figures.append(("provision CUDA 12, warm (no network)", f"{warm:.2f} s"))
+        figures.append(
+            (
+                f"provision CUDA {variant.cuda.toolkit}, cold",
+                f"{cold:.1f} s ({wheels_mb:.0f} MB of wheels, {toolkit.nvcc.source} nvcc)",
+            )
+        )
+        figures.append((f"provision CUDA {variant.cuda.toolkit}, warm (no network)", f"{warm:.2f} s"))
 
-        # (a) the factory's whole job against plain cibuildwheel on the same staged package.
-        started = time.monotonic()
-        records = build(BuildRequest(root, 12, ["3.12"], [], args.image, None, matrix))
-        factory = time.monotonic() - started
-        assert records and records[0].passed, records[0].why_not() if records else "no wheel"
+        # (b) the factory's whole job, warm, against plain cibuildwheel on the same staged package.
+        _build(root, 12, args.image, matrix)  # fills the factory's caches
+        factory, record = _build(root, 12, args.image, matrix)
+        warm_toolkit = provisioning.provision(variant)
         rendered = next(r for r in render_plan(make_plan(root, matrix), root) if r.variant.major == 12)
         plain_stage = stage(rendered, scratch / "plain")
         (plain_stage / "pyproject.toml").write_text(
@@ -98,27 +117,23 @@ def main() -> int:
                 archs=cmake_architectures(variant.cuda_archs),
             )
         )
-        env = {**os.environ, "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix)}
+        env = {**os.environ, "WHEELFACTORY_CUDA_PREFIX": str(warm_toolkit.prefix)}
+        command = [
+            sys.executable,
+            "-m",
+            "cibuildwheel",
+            "--platform",
+            "linux",
+            "--output-dir",
+            str(scratch / "plain-out"),
+        ]
         started = time.monotonic()
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "cibuildwheel",
-                "--platform",
-                "linux",
-                "--output-dir",
-                str(scratch / "plain-out"),
-                ".",
-            ],
-            env=env,
-            cwd=plain_stage,
-            check=True,
-            capture_output=True,
-        )
+        subprocess.run([*command, "."], env=env, cwd=plain_stage, check=True, capture_output=True)
         plain = time.monotonic() - started
-        timings = records[0].built.timings
-        figures.append(("build-cuda12 --python 3.12 (factory: build, repair, audit, smoke)", f"{factory:.1f} s"))
+        timings = record.built.timings
+        figures.append(
+            ("build-cuda12 --python 3.12, warm (factory)", f"{factory:.1f} s = {factory / plain:.2f}× plain")
+        )
         figures.append(
             (
                 "  of which build / repair / audit / smoke",
@@ -127,24 +142,21 @@ def main() -> int:
         )
         figures.append(("plain cibuildwheel, hand-written config, same image", f"{plain:.1f} s"))
 
-        # (c) size: the factory's wheel against auditwheel allowed to graft the CUDA libraries.
-        wheel = root / "dist" / records[0].wheel
-        env = {**os.environ, "LD_LIBRARY_PATH": str(toolkit.lib_dir)}
+        # (c) the warm matrix of three CUDA majors × one Python.
+        for major in (11, 13):
+            _build(root, major, args.image, matrix)  # fills the factory's caches
+        seconds = {major: _build(root, major, args.image, matrix) for major in (11, 12, 13)}
+        total = sum(s for s, _ in seconds.values())
+        smokes = ", ".join(f"{r.built.timings['smoke']:.1f}" for _, r in seconds.values())
+        figures.append(("3 CUDA majors × cp312, warm (build-cuda11, 12, 13)", f"{total:.0f} s"))
+        figures.append(("  smoke per wheel (11, 12, 13)", f"{smokes} s"))
+
+        # (d) size: the factory's wheel against auditwheel allowed to graft the CUDA libraries.
+        wheel = root / "dist" / record.wheel
+        env = {**os.environ, "LD_LIBRARY_PATH": str(warm_toolkit.lib_dir)}
         started = time.monotonic()
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "auditwheel",
-                "repair",
-                "-w",
-                str(scratch / "grafted"),
-                str(wheel),
-            ],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        graft = [sys.executable, "-m", "auditwheel", "repair", "-w", str(scratch / "grafted"), str(wheel)]
+        subprocess.run(graft, env=env, check=True, capture_output=True)
         graft_s = time.monotonic() - started
         grafted = next((scratch / "grafted").glob("*.whl"))
         figures.append(("wheel size, factory (CUDA from NVIDIA's wheels)", f"{wheel.stat().st_size / 1e6:.3f} MB"))
@@ -155,9 +167,7 @@ def main() -> int:
             )
         )
 
-    width = max(len(k) for k, _ in figures)
-    for key, value in figures:
-        print(f"{key:<{width}}  {value}")
+    show(figures)
     return 0
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -19,6 +20,7 @@ from wheelfactory.buildenv import linux_environment
 from wheelfactory.cli import main
 from wheelfactory.elf import read_elf
 from wheelfactory.errors import ToolFailure
+from wheelfactory.image import interpreters
 from wheelfactory.pipeline import BuildRequest, build, existing
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.provision import provision
@@ -289,7 +291,7 @@ def test_an_image_that_cannot_be_pulled_names_the_offline_image(
 
 def test_release_gate_wants_exactly_the_planned_wheels(built12: Built, tmp_path: Path) -> None:
     wheel = built12.wheel
-    jobs = [job.as_json() for job in make_plan(built12.root).jobs()]
+    jobs = [job.as_json() for job in make_plan(built12.root).wheel_jobs()]
     ours = [job for job in jobs if job["id"] == "cuprobe-cuda12x-cp312-manylinux_x86_64"]
     assert verify(ours, [wheel]) == []
 
@@ -380,3 +382,28 @@ def test_a_cxx_extension_builds_and_repairs_in_the_build_image(tmp_path: Path, b
     assert record.audit is not None
     (module,) = [b for b in record.audit.binaries if b.module == "cxxprobe._text"]
     assert "libstdc++.so.6" in module.needed and not module.problems
+
+
+def test_an_image_without_a_wanted_python_stops_before_any_download(
+    build_image: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's offline recipe without --python: matrix.yaml wants CPython 3.14, which the offline image
+    # (built from this host's interpreters) may lack. That is known in seconds, before CUDA is downloaded.
+    offered = interpreters(build_image)
+    wanted = ["3.10", "3.11", "3.12", "3.13", "3.14"]
+    if set(wanted) <= set(offered):
+        pytest.skip(f"{build_image} has every CPython the matrix wants")
+    root = copy_inputs(REPO, tmp_path / "project")
+    monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
+    started = time.monotonic()
+
+    status = main(["--root", str(root), "build", "--cuda", "13", "--image", build_image])
+
+    seconds = time.monotonic() - started
+    err = capsys.readouterr().err
+    missing = [p for p in wanted if p not in offered]
+    assert status == 2 and seconds < 5, (status, seconds)
+    assert f"{build_image} has no CPython {', '.join(missing)}" in err
+    usable = " ".join(f"--python {p}" for p in wanted if p in offered)
+    assert f"pass {usable}" in err
+    assert not (tmp_path / "cache").exists() and not (root / "dist").exists()

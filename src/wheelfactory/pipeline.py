@@ -153,7 +153,8 @@ def existing(wheel: Path, variant: Variant, image: str | None) -> BuiltWheel:
     chosen = image or variant.cuda.platforms[name.platform].image
     if name.os == "linux":
         if chosen is None:
-            raise UserError(f"{wheel.name}: matrix.yaml names no {name.platform} image for CUDA {variant.major} — pass --image")
+            message = f"matrix.yaml names no {name.platform} image for CUDA {variant.major} — pass --image"
+            raise UserError(f"{wheel.name}: {message}")
         ensure_image(chosen)
     built = BuiltWheel(variant, cell, wheel.resolve(), chosen, provision(variant, name.os, name.arch), None)
     read_binaries_of(built)
