@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import http.server
+import io
 import subprocess
+import tarfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from wheelfactory.errors import UserError
+from wheelfactory.errors import ToolFailure, UserError
 from wheelfactory.inputs import GitSource, PathSource, SdistSource
 from wheelfactory.sources import source_tree
 
@@ -57,3 +62,72 @@ def test_git_source_is_checked_out_at_its_commit(tmp_path: Path) -> None:
 def test_in_tree_source_must_exist(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="is not a directory"):
         source_tree(PathSource(path="missing"), tmp_path)
+
+
+def _serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/simple/"
+
+
+def _sdist(path: Path, members: dict[str, str]) -> str:
+    with tarfile.open(path, "w:gz") as archive:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_an_sdist_is_fetched_as_a_file_and_nothing_of_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A package whose build backend would leave a marker and fail, as a hostile or broken sdist's would:
+    # fetching it must neither run its setup.py nor prepare its metadata (pip download would).
+    marker = tmp_path / "setup-py-ran"
+    setup_py = f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('this sdist must not be built here')\n"
+    index = tmp_path / "index"
+    (index / "simple" / "trap-pkg").mkdir(parents=True)
+    (index / "files").mkdir()
+    sha256 = _sdist(
+        index / "files" / "trap_pkg-1.0.tar.gz",
+        {
+            "trap_pkg-1.0/setup.py": setup_py,
+            "trap_pkg-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: trap-pkg\nVersion: 1.0\n",
+        },
+    )
+    (index / "simple" / "trap-pkg" / "index.html").write_text(
+        '<a href="../../files/trap_pkg-0.9.tar.gz#sha256=00">trap_pkg-0.9.tar.gz</a>\n'
+        f'<a href="../../files/trap_pkg-1.0.tar.gz#sha256={sha256}">trap_pkg-1.0.tar.gz</a>\n'
+    )
+    server, url = _serve(index)
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    try:
+        tree = source_tree(SdistSource(sdist="trap-pkg==1.0", sha256=sha256), tmp_path)
+    finally:
+        server.shutdown()
+    assert (tree / "setup.py").read_text() == setup_py and (tree / ".complete").is_file()
+    assert not marker.exists()
+
+
+def test_an_sdist_that_would_write_outside_its_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "index"
+    (index / "simple" / "escape").mkdir(parents=True)
+    sha256 = _sdist(index / "simple" / "escape" / "escape-1.0.tar.gz", {"../../outside.txt": "x"})
+    (index / "simple" / "escape" / "index.html").write_text('<a href="escape-1.0.tar.gz">escape-1.0.tar.gz</a>\n')
+    server, url = _serve(index)
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    try:
+        with pytest.raises(ToolFailure, match=r"escape-1\.0\.tar\.gz: .*outside.* — refused"):
+            source_tree(SdistSource(sdist="escape==1.0", sha256=sha256), tmp_path)
+    finally:
+        server.shutdown()
+    assert not (tmp_path / "outside.txt").exists()

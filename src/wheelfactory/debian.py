@@ -14,6 +14,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from . import host
 from .components import DebianRelease, Placement, toolkit_table
 from .errors import ToolFailure
 
@@ -39,10 +40,11 @@ def _apt_options(root: Path, arch: str) -> list[str]:
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd)
+    done = host.run(cmd, cmd[0], check=False, cwd=cwd)
     if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
-        raise Unavailable(f"`{' '.join(cmd[:2])} … {cmd[-1]}` failed (exit {done.returncode}):\n{tail}")
+        raise Unavailable(
+            f"`{cmd[0]} … {cmd[-1]}` failed (exit {done.returncode}):\n{host.tail(done.stdout + done.stderr, 8)}"
+        )
     return done.stdout
 
 

@@ -1,5 +1,10 @@
 """Fetch a recipe's source: the in-tree folder, a pinned sdist from the package index, or a git commit.
 
+Fetching is a download, never a build: the sdist is found on the index's project page (PEP 691 JSON, or the
+PEP 503 HTML page), downloaded as a file, checked against the recipe's sha256 and unpacked safely — nothing of
+the package runs outside the build container (pip download would prepare its metadata by running its build
+backend here). The index is pip's: PIP_INDEX_URL and PIP_EXTRA_INDEX_URL, else pip's configuration, else PyPI.
+
 Fetched sources are kept in the cache, keyed by what pins them (the sdist's sha256, the commit), and are checked
 against that pin every time they are fetched: a changed archive or a moved commit is an error, not a rebuild.
 """
@@ -7,18 +12,30 @@ against that pin every time they are fetched: a changed archive or a moved commi
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.error
+import urllib.request
 import zipfile
-from pathlib import Path
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+from urllib.parse import urldefrag, urljoin
 
-from .errors import UserError
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_sdist_filename
+
+from . import host
+from .errors import ToolFailure, UserError
 from .host import cache_dir
 from .inputs import PathSource, SdistSource, Source
 from .progress import step
+
+PYPI = "https://pypi.org/simple/"
+TIMEOUT_S = 60
 
 
 def source_tree(source: Source, recipe_dir: Path) -> Path:
@@ -33,52 +50,107 @@ def source_tree(source: Source, recipe_dir: Path) -> Path:
     return _git(source.git, source.rev)
 
 
+def index_urls() -> list[str]:
+    """The package indexes pip would use, in its order."""
+    primary = os.environ.get("PIP_INDEX_URL")
+    if not primary:
+        configured = host.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"], "pip", check=False)
+        primary = configured.stdout.strip() if configured.returncode == 0 else ""
+    extra = os.environ.get("PIP_EXTRA_INDEX_URL", "").split()
+    return [url if url.endswith("/") else url + "/" for url in [primary or PYPI, *extra]]
+
+
+class _Links(HTMLParser):
+    """The file links of a PEP 503 project page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.links.append(href)
+
+
+def _project_files(index: str, project: str) -> list[tuple[str, str]]:
+    """(file name, absolute URL) of every file on the index's page for `project`."""
+    page = urljoin(index, f"{canonicalize_name(project)}/")
+    request = urllib.request.Request(
+        page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            body = response.read()
+            kind = response.headers.get_content_type()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ToolFailure(f"cannot read {page}: {getattr(exc, 'reason', exc)}") from None
+    if kind == "application/vnd.pypi.simple.v1+json":
+        listed = json.loads(body)["files"]
+        return [(f["filename"], urljoin(page, f["url"])) for f in listed]
+    parser = _Links()
+    parser.feed(body.decode("utf-8", errors="replace"))
+    urls = [urljoin(page, urldefrag(href)[0]) for href in parser.links]
+    return [(PurePosixPath(url).name, url) for url in urls]
+
+
+def _find_sdist(requirement: str) -> tuple[str, str]:
+    """(file name, URL) of the sdist of `name==version` on the first index that has it."""
+    pinned = Requirement(requirement)
+    version = next(iter(pinned.specifier)).version
+    for index in index_urls():
+        for name, url in _project_files(index, pinned.name):
+            try:
+                project, found = parse_sdist_filename(name)
+            except ValueError:
+                continue  # a wheel, or something else
+            if project == canonicalize_name(pinned.name) and str(found) == version:
+                return name, url
+    raise ToolFailure(f"no sdist of {requirement} on {', '.join(index_urls())} — check the name and version")
+
+
+def _unpack(archive: Path, into: Path) -> Path:
+    """Unpack an sdist without letting it write outside `into`; returns its one top folder."""
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as z:
+            for member in z.namelist():
+                path = PurePosixPath(member)
+                if path.is_absolute() or ".." in path.parts:
+                    raise ToolFailure(f"{archive.name}: unsafe member {member!r} — refused")
+            z.extractall(into)
+    else:
+        with tarfile.open(archive) as t:
+            try:
+                t.extractall(into, filter="data")
+            except tarfile.FilterError as exc:
+                raise ToolFailure(f"{archive.name}: {exc} — refused") from None
+    tops = list(into.iterdir())
+    return tops[0] if len(tops) == 1 and tops[0].is_dir() else into  # sdists hold one name-version/ folder
+
+
 def _sdist(requirement: str, sha256: str) -> Path:
     tree = cache_dir() / "sources" / f"sdist-{sha256}"
     if (tree / ".complete").is_file():
         return tree
-    with tempfile.TemporaryDirectory() as scratch, step(f"download the sdist {requirement}"):
-        fetched = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "--dest",
-                scratch,
-                requirement,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        archives = sorted(Path(scratch).iterdir())
-        if fetched.returncode != 0 or len(archives) != 1:
-            raise UserError(f"cannot download the sdist {requirement}: {fetched.stderr.strip()[-500:]}")
-        archive = archives[0]
+    name, url = _find_sdist(requirement)
+    with tempfile.TemporaryDirectory() as scratch, step(f"download the sdist {name}"):
+        archive = Path(scratch) / name
+        try:
+            with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, archive.open("wb") as out:
+                shutil.copyfileobj(response, out)
+        except (urllib.error.URLError, OSError) as exc:
+            raise ToolFailure(f"cannot download {url}: {getattr(exc, 'reason', exc)}") from None
         actual = hashlib.sha256(archive.read_bytes()).hexdigest()
         if actual != sha256:
             raise UserError(
-                f"{archive.name} has sha256 {actual}, the recipe pins {sha256} — if the new archive "
-                "is trusted, put its sha256 in the recipe"
+                f"{name} has sha256 {actual}, the recipe pins {sha256} — if the new archive is trusted, put its "
+                "sha256 in the recipe"
             )
-        unpacked = Path(scratch) / "unpacked"
-        if archive.name.endswith(".zip"):
-            with zipfile.ZipFile(archive) as z:
-                z.extractall(unpacked)
-        else:
-            with tarfile.open(archive) as t:
-                t.extractall(unpacked, filter="data")
-        tops = list(unpacked.iterdir())
-        root = tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked  # sdists hold one name-version/ dir
+        root = _unpack(archive, Path(scratch) / "unpacked")
         shutil.rmtree(tree, ignore_errors=True)
         tree.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(root, tree)
-        (tree / ".complete").write_text(archive.name)
+        shutil.copytree(root, tree, symlinks=True)
+        (tree / ".complete").write_text(name)
     return tree
 
 
@@ -92,12 +164,12 @@ def _git(url: str, rev: str) -> Path:
                 ["git", "clone", "--quiet", "--no-checkout", url, str(tree)],
                 ["git", "-C", str(tree), "checkout", "--quiet", "--detach", rev],
             ):
-                done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                done = host.run(cmd, f"fetching {url} at {rev}", check=False)
                 if done.returncode != 0:
                     shutil.rmtree(tree, ignore_errors=True)
-                    raise UserError(f"cannot fetch {url} at {rev}: {done.stderr.strip()[-500:]}")
+                    raise ToolFailure(f"cannot fetch {url} at {rev}: {host.tail(done.stderr, 8)}")
         (tree / ".complete").write_text(rev)
-    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    head = host.run(["git", "-C", str(tree), "rev-parse", "HEAD"], "reading the checkout's commit", check=False)
     if head.stdout.strip() != rev:
         raise UserError(f"{url}: the checkout is at {head.stdout.strip()}, not at the recipe's rev {rev}")
     return tree
