@@ -15,16 +15,30 @@ from wheelfactory.plan import make_plan
 from .conftest import REPO
 
 
-def _expansion(matrix: dict) -> int:  # type: ignore[type-arg]
-    """Count the cells the matrix promises, independently of the engine."""
+def _expansion(matrix: dict, platforms: list[str] | None = None) -> int:  # type: ignore[type-arg]
+    """Count the cells the matrix promises (on `platforms` only, when given), independently of the engine."""
     count = 0
     for entry in matrix["cuda"]:
         for platform in entry["platforms"]:
+            if platforms is not None and platform not in platforms:
+                continue
             for python in matrix["python"]:
                 cell = {"python": python, "cuda": entry["major"], "platform": platform}
                 if not any(all(cell[k] == v for k, v in rule.items()) for rule in matrix.get("exclude", [])):
                     count += 1
     return count
+
+
+def _by_recipe(jobs: list[dict]) -> dict[str, int]:  # type: ignore[type-arg]
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[job["recipe"]] = counts.get(job["recipe"], 0) + 1
+    return counts
+
+
+# What each recipe builds on: cuprobe everywhere, the upstream packages on Linux (their recipes say why).
+LINUX = ["linux-x86_64", "linux-aarch64"]
+RECIPE_PLATFORMS: dict[str, list[str] | None] = {"cuprobe": None, "cuvec": LINUX, "pyvkfft": LINUX}
 
 
 def _plan(project: Path, capsys: pytest.CaptureFixture[str], kind: str = "smoke") -> list[dict]:  # type: ignore[type-arg]
@@ -37,7 +51,13 @@ def _plan(project: Path, capsys: pytest.CaptureFixture[str], kind: str = "smoke"
 def test_one_wheel_per_matrix_cell(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wheels = _plan(project, capsys)
     matrix = yaml.safe_load((project / "matrix.yaml").read_text())
-    assert len(wheels) == _expansion(matrix) == 5 * 3 * 2 + 4 * 2  # 11: no Windows, no 3.14
+    expected = {name: _expansion(matrix, platforms) for name, platforms in RECIPE_PLATFORMS.items()}
+    assert expected == {
+        "cuprobe": 5 * 3 * 2 + 4 * 2,
+        "cuvec": 5 * 2 * 2 + 4 * 2,
+        "pyvkfft": 28,
+    }  # 11: no Windows, no 3.14
+    assert _by_recipe(wheels) == expected
     assert len({job["id"] for job in wheels}) == len(wheels)
 
 
@@ -49,6 +69,12 @@ def test_one_build_job_per_cuda_major_and_platform(project: Path, capsys: pytest
         13: ["manylinux_x86_64", "manylinux_aarch64", "win_amd64"],
     }
     expected = [f"cuprobe-cuda{major}x-{platform}" for major, names in platforms.items() for platform in names]
+    expected += [
+        f"{recipe}-cuda{major}x-{platform}"
+        for recipe in ("cuvec", "pyvkfft")
+        for major in platforms
+        for platform in ("manylinux_x86_64", "manylinux_aarch64")
+    ]
     assert sorted(job["id"] for job in builds) == sorted(expected)
     wheels = _plan(project, capsys)
     for build in builds:
@@ -62,7 +88,8 @@ def test_exclusions_shrink_the_plan(project: Path, capsys: pytest.CaptureFixture
     matrix["exclude"].append({"platform": "linux-aarch64", "python": "3.10"})
     matrix_path.write_text(yaml.safe_dump(matrix))
     jobs = _plan(project, capsys)
-    assert len(jobs) == _expansion(matrix) == 38 - 3
+    assert _by_recipe(jobs) == {"cuprobe": 38 - 3, "cuvec": 28 - 3, "pyvkfft": 28 - 3}
+    assert _by_recipe(jobs) == {name: _expansion(matrix, platforms) for name, platforms in RECIPE_PLATFORMS.items()}
 
 
 def test_each_job_names_runner_session_and_arguments(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -13,10 +14,15 @@ from packaging.version import Version
 from trove_classifiers import classifiers as known_classifiers
 
 from wheelfactory.cli import main
+from wheelfactory.plan import make_plan
+from wheelfactory.render import dependencies, setup_py_fields
+from wheelfactory.sources import source_tree
 
 from .conftest import REPO
 
-DISTS = ["cuprobe-cuda11x", "cuprobe-cuda12x", "cuprobe-cuda13x"]
+DISTS = [f"{recipe}-cuda{major}x" for recipe in ("cuprobe", "cuvec", "pyvkfft") for major in (11, 12, 13)]
+SOURCES = Path(__file__).parent / "sources"
+GOLDEN = Path(__file__).parent / "golden"
 NVIDIA = {
     11: {"nvidia-cuda-runtime-cu11", "nvidia-cuda-nvrtc-cu11", "nvidia-cublas-cu11"},
     12: {"nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-cublas-cu12"},
@@ -35,7 +41,7 @@ def _pyproject(out: Path, dist: str) -> dict:  # type: ignore[type-arg]
         return tomllib.load(f)
 
 
-def test_renders_one_pyproject_per_cuda_major(rendered: Path) -> None:
+def test_renders_one_pyproject_per_recipe_and_cuda_major(rendered: Path) -> None:
     assert sorted(p.name for p in rendered.iterdir()) == DISTS
 
 
@@ -111,7 +117,121 @@ def test_matrix_option_renders_another_matrix(project: Path, tmp_path: Path) -> 
     )
     assert main(["--root", str(project), "render", "--matrix", str(other)]) == 0
     out = project / "build" / "variants"
-    assert sorted(p.name for p in out.iterdir()) == ["cuprobe-cuda12x"]
+    assert sorted(p.name for p in out.iterdir()) == ["cuprobe-cuda12x", "cuvec-cuda12x", "pyvkfft-cuda12x"]
     cibw = _pyproject(out, "cuprobe-cuda12x")["tool"]["cibuildwheel"]
     assert cibw["build"] == ["cp312-manylinux_x86_64"]
     assert cibw["linux"]["manylinux-x86_64-image"] == "img:1"
+
+
+def _source_pyproject(recipe: str) -> dict:  # type: ignore[type-arg]
+    """The pyproject.toml of a recipe's source as the sdist has it (fetched and unpacked, nothing run)."""
+    variant = next(v for v in make_plan(REPO).variants if v.recipe.name == recipe)
+    with (source_tree(variant.recipe.source, variant.recipe_dir) / "pyproject.toml").open("rb") as f:
+        return tomllib.load(f)
+
+
+@pytest.mark.parametrize("major", [11, 12, 13])
+def test_a_scikit_build_core_variant_keeps_the_sources_build_configuration(rendered: Path, major: int) -> None:
+    source = _source_pyproject("cuvec")
+    variant = _pyproject(rendered, f"cuvec-cuda{major}x")
+    assert variant["build-system"] == source["build-system"]
+    # scikit-build-core would look for a package named after the project (cuvec_cuda13x): the variant names it.
+    assert variant["tool"]["scikit-build"] == {
+        **source["tool"]["scikit-build"],
+        "wheel": {**source["tool"]["scikit-build"]["wheel"], "packages": ["cuvec"]},
+    }
+    assert variant["tool"]["setuptools_scm"] == source["tool"]["setuptools_scm"]
+    for table in ("mypy", "pytest", "isort"):
+        assert variant["tool"][table] == source["tool"][table]
+    project = variant["project"]
+    assert project["name"] == f"cuvec-cuda{major}x"
+    assert project["dynamic"] == ["version"]  # setuptools-scm, from the sdist's PKG-INFO
+    assert "version" not in project
+    assert project["dependencies"] == source["project"]["dependencies"]  # cudart is static: no NVIDIA wheel
+    assert project["optional-dependencies"] == source["project"]["optional-dependencies"]
+    assert project["urls"] == source["project"]["urls"] and project["authors"] == source["project"]["authors"]
+    classifiers = project["classifiers"]
+    assert "License :: OSI Approved :: Mozilla Public License 2.0 (MPL 2.0)" in classifiers
+    assert f"Environment :: GPU :: NVIDIA CUDA :: {major}" in classifiers
+    assert "Programming Language :: Python :: 3.7" not in classifiers  # what the variant is, not the source
+    assert "Operating System :: Microsoft :: Windows" not in classifiers  # the recipe builds Linux only
+    assert [c for c in classifiers if c.startswith("Development Status")] == [
+        "Development Status :: 5 - Production/Stable"
+    ]
+    assert set(classifiers) <= known_classifiers
+
+
+def test_a_setup_py_only_source_gets_a_generated_pyproject(rendered: Path) -> None:
+    variant = _pyproject(rendered, "pyvkfft-cuda13x")
+    # The backend pip uses for such a source: setup.py imports its own package (from pyvkfft.version import ...).
+    assert variant["build-system"]["build-backend"] == "setuptools.build_meta:__legacy__"
+    project = variant["project"]
+    assert project["version"] == "2025.1.1"
+    # Exactly what its setup() call gives: setuptools refuses a dynamic field that setup.py does not set.
+    assert project["dynamic"] == ["authors", "urls", "license", "scripts", "gui-scripts", "entry-points"]
+    assert project["dependencies"] == ["nvidia-cuda-nvrtc>=13.0,<14", "numpy", "psutil"]
+
+
+def _add_multipkg(project: Path) -> None:
+    shutil.copytree(SOURCES / "multipkg", project / "recipes/multipkg/source")
+    shutil.copy(SOURCES / "multipkg.recipe.yaml", project / "recipes/multipkg/recipe.yaml")
+
+
+def test_a_setuptools_variant_matches_its_golden_file(project: Path) -> None:
+    _add_multipkg(project)
+    assert main(["--root", str(project), "render"]) == 0
+    rendered = project / "build/variants/multipkg-cuda12x/pyproject.toml"
+    golden = GOLDEN / "multipkg-cuda12x.pyproject.toml"
+    assert rendered.read_text() == golden.read_text(), f"review the change, then: cp {rendered} {golden}"
+    variant = tomllib.loads(rendered.read_text())
+    source = tomllib.loads((SOURCES / "multipkg/pyproject.toml").read_text())
+    # setuptools finds the two packages only through the source's own configuration (CuPy's flat layout).
+    assert variant["tool"]["setuptools"]["packages"] == source["tool"]["setuptools"]["packages"]
+    assert variant["tool"]["setuptools_scm"] == source["tool"]["setuptools_scm"]
+    project_table = variant["project"]
+    assert project_table["dynamic"] == ["version"]  # dependencies are now the variant's own
+    assert "dependencies" not in variant["tool"]["setuptools"].get("dynamic", {})
+    assert project_table["dependencies"] == ["packaging>=21", "nvidia-cuda-runtime-cu12>=12.9,<13"]
+    assert project_table["optional-dependencies"] == {"test": ["pytest"]}
+    assert project_table["license"] == "MIT"
+
+
+def test_recipe_dependencies_swap_the_sources_per_major(project: Path) -> None:
+    _add_multipkg(project)
+    recipe = project / "recipes/multipkg/recipe.yaml"
+    recipe.write_text(
+        recipe.read_text()
+        + "dependencies:\n  - {12: cupy-cuda12x>=13, 13: cupy-cuda13x>=13.6}\n  - {11: numba<0.60}\n  - scipy\n"
+    )
+    variants = {v.major: v for v in make_plan(project).variants if v.recipe.name == "multipkg"}
+    source = ["packaging>=21", "cupy-cuda12x>=12", "nvidia-cuda-runtime-cu12>=12", "numba"]
+    assert dependencies(variants[13], source) == [
+        "packaging>=21",
+        "cupy-cuda13x>=13.6",
+        "nvidia-cuda-runtime>=13.0,<14",
+        "scipy",
+    ]
+    assert dependencies(variants[11], source) == [
+        "packaging>=21",
+        "numba<0.60",
+        "nvidia-cuda-runtime-cu11>=11.8,<12",
+        "scipy",
+    ]
+
+
+def test_setup_py_fields_follow_the_setup_call(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "setup(name='x', author='A', maintainer_email='m@x', project_urls={'a': 'b'}, keywords=['k'])\n"
+    )
+    assert setup_py_fields(tmp_path) == [
+        "authors",
+        "maintainers",
+        "urls",
+        "keywords",
+        "scripts",
+        "gui-scripts",
+        "entry-points",
+    ]
+    (tmp_path / "setup.py").write_text("import setuptools\noptions = dict(author='A')\nsetuptools.setup(**options)\n")
+    assert setup_py_fields(tmp_path) == ["scripts", "gui-scripts", "entry-points"]  # hidden: only the safe ones

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 from auditwheel.architecture import Architecture
 from auditwheel.policy import Libc, Policy, WheelPolicies
+from packaging.version import Version
 
 from .built import BuiltWheel
 from .components import OS, component_table
@@ -45,6 +46,7 @@ class BinaryAudit:
     rpath: list[str]
     runpath: list[str]
     components: list[str]
+    device_code: bool = False
     problems: list[str] = field(default_factory=list)
 
 
@@ -104,19 +106,30 @@ class _Checker:
         self.table = component_table()
 
     def allowed(self, audit: BinaryAudit) -> list[str]:
+        """What the binary may link: its module's policy, or for a shared library the recipe's
+        shared_libraries policy (none: no CUDA library)."""
         if audit.module is None:
-            if _is_cuda(Path(audit.member).name, self.variant.major, self.os):
+            name = _unvendored(Path(audit.member).name)
+            if _is_cuda(name, self.variant.major, self.os):
                 audit.problems.append(
                     "a CUDA library is bundled in the wheel — it must come from NVIDIA's wheels "
                     "(exclude it from the repair)"
                 )
-            return []
-        if audit.module not in self.variant.recipe.modules:
+                return []
+            return self.variant.library_policy(name) or []
+        policy = self.variant.module_policy(audit.module)
+        if policy is None:
             audit.problems.append(
-                f"extension module {audit.module} is not in the recipe's modules — declare what it may link"
+                f"extension module {audit.module} matches none of the recipe's modules — declare what it may "
+                'link (or give a "*" default)'
             )
             return []
-        return self.variant.recipe.modules[audit.module]
+        if self.variant.needs_device_code(audit.module) and not audit.device_code:
+            audit.problems.append(
+                "carries no device code (no fatbin section), yet the recipe's device_code requires it: the build "
+                "left CUDA out — look in the build log for CUDA or nvcc not being found"
+            )
+        return policy
 
     def dependency(self, audit: BinaryAudit, library: str, allowed: list[str], *, lazy: bool = False) -> bool:
         """Judge a CUDA (or in-wheel) dependency; False when it is neither, for the format's own rules."""
@@ -155,6 +168,7 @@ def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platfor
         list(binary.rpath),
         list(binary.runpath),
         needed_components(binary.needed, major, "linux", checker.variant.declared),
+        binary.device_code,
     )
     allowed = checker.allowed(audit)
     whitelist = policy.whitelist if policy else frozenset()
@@ -196,6 +210,7 @@ def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
         [],
         [],
         needed_components((*binary.needed, *binary.lazy), major, "windows", checker.variant.declared),
+        binary.device_code,
     )
     allowed = checker.allowed(audit)
     python_dll = f"python{python.replace('.', '')}.dll"
@@ -217,17 +232,46 @@ def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
 
 
 def _loader_problems(wheel: Path, variant: Variant) -> list[str]:
-    package = variant.recipe.import_name.replace(".", "/")
-    loader = read_member(wheel, f"{package}/{VARIANT_MODULE}") or ""
-    init = read_member(wheel, f"{package}/__init__.py") or ""
-    if "_add_cuda_dll_directories" not in loader:
-        return [
-            f"no DLL-path loader ({VARIANT_MODULE}) in {variant.recipe.import_name}: extensions cannot find "
-            "NVIDIA's DLLs"
+    problems = []
+    for package in variant.packages:
+        folder = package.replace(".", "/")
+        loader = read_member(wheel, f"{folder}/{VARIANT_MODULE}") or ""
+        init = read_member(wheel, f"{folder}/__init__.py") or ""
+        if "_add_cuda_dll_directories" not in loader:
+            problems.append(
+                f"no DLL-path loader ({VARIANT_MODULE}) in {package}: its extensions cannot find NVIDIA's DLLs"
+            )
+        elif "_cuda_variant" not in init:
+            problems.append(f"{folder}/__init__.py does not import {VARIANT_MODULE} before its extensions")
+    return problems
+
+
+def _is_pattern(name: str) -> bool:
+    return any(c in name for c in "*?[")
+
+
+def _declared_problems(variant: Variant, present: set[str], os_name: OS) -> list[str]:
+    """Each module the recipe names is in the wheel, each pattern matches one: a build that quietly left a part
+    out (no nvcc found, a CPU-only fallback) does not pass. Not where the module's components have no wheel for
+    this OS (the recipe makes them optional there)."""
+    table = component_table()
+    problems = []
+    for name, allowed in variant.recipe.modules.items():
+        unavailable = [
+            c
+            for c in allowed
+            if c != DRIVER and ((e := table.get(c, variant.major)) is None or e.layout(os_name) is None)
         ]
-    if "_cuda_variant" not in init:
-        return [f"{variant.recipe.import_name}/__init__.py does not import {VARIANT_MODULE} before its extensions"]
-    return []
+        if unavailable:
+            continue
+        if not _is_pattern(name) and name not in present:
+            problems.append(f"declared module {name} is missing from the wheel — the build left it out")
+        elif _is_pattern(name) and not any(fnmatch.fnmatchcase(m, name) for m in present):
+            problems.append(f"no extension module matches the recipe's {name!r} — the build left them out")
+    for pattern in variant.recipe.device_code:
+        if not any(fnmatch.fnmatchcase(m, pattern) for m in present):
+            problems.append(f"no extension module matches device_code {pattern!r} — the build left it out")
+    return problems
 
 
 def audit_wheel(built: BuiltWheel) -> WheelAudit:
@@ -249,13 +293,10 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     ]
     if name.os == "windows":
         problems += _loader_problems(built.path, variant)
-    present = {b.module for b in binaries if b.module}
-    for module, allowed in variant.recipe.modules.items():
-        unavailable = [
-            c
-            for c in allowed
-            if c != DRIVER and ((e := checker.table.get(c, variant.major)) is None or e.layout(name.os) is None)
-        ]
-        if module not in present and not unavailable:
-            problems.append(f"declared module {module} is missing from the wheel")
+    problems += _declared_problems(variant, {b.module for b in binaries if b.module}, name.os)
+    if name.version != Version(variant.recipe.version):
+        problems.append(
+            f"the build made version {name.version}, the recipe says {variant.recipe.version} — make the recipe's "
+            "version the source's"
+        )
     return WheelAudit(built.path.name, name.platform_tag, size, binaries, problems)

@@ -27,7 +27,7 @@ from .plan import Cell, Variant
 from .progress import step
 from .provision import Toolkit
 from .render import PREPARE_SCRIPT, STATS_SCRIPT, VARIANT_MODULE, RenderedVariant
-from .sources import source_tree
+from .sources import package_dir, source_tree
 from .wheelfile import WheelName
 
 # What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
@@ -82,10 +82,16 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
         source, target, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".git", ".complete")
     )
     (target / "pyproject.toml").write_text(rendered.files["pyproject.toml"], encoding="utf-8")
-    package_dir = target / Path(*variant.recipe.import_name.split("."))
-    package_dir.mkdir(parents=True, exist_ok=True)
-    (package_dir / VARIANT_MODULE).write_text(rendered.files[VARIANT_MODULE], encoding="utf-8")
-    inject_loader(package_dir / "__init__.py")
+    # Every package gets the variant module, imported first: any of them may be imported before the others.
+    for package in variant.packages:
+        folder = package_dir(target, package)
+        if folder is None:
+            raise UserError(
+                f"{variant.recipe.name}: the source has no package {package} (no {package.replace('.', '/')}/"
+                "__init__.py) — fix the recipe's import or packages"
+            )
+        (target / folder / VARIANT_MODULE).write_text(rendered.files[VARIANT_MODULE], encoding="utf-8")
+        inject_loader(target / folder / "__init__.py")
     for script in (PREPARE_SCRIPT, STATS_SCRIPT):
         (target / script).parent.mkdir(exist_ok=True)
         (target / script).write_text(files("wheelfactory.data").joinpath(Path(script).name).read_text("utf-8"))

@@ -29,10 +29,10 @@ def cmake_architectures(archs: tuple[int, ...]) -> str:
 
 
 def gencode_flags(archs: tuple[int, ...]) -> str:
-    """nvcc's -gencode list for the same: SASS for each, and PTX as well for the newest."""
-    flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}" for arch in archs[:-1]]
-    newest = archs[-1]
-    flags.append(f"-gencode=arch=compute_{newest},code=[sm_{newest},compute_{newest}]")
+    """nvcc's -gencode list for the same: SASS for each, and PTX as well for the newest. The PTX gets a flag of
+    its own: nvcc 11 misreads the code=[sm_90,compute_90] form when it comes from NVCC_APPEND_FLAGS."""
+    flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}" for arch in archs]
+    flags.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
     return " ".join(flags)
 
 
@@ -75,6 +75,8 @@ def linux_environment(
         "CXX": f"{CACHED_COMPILER_DIR}/c++",
         # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
         "LDFLAGS": "-Wl,--as-needed",
+        # Last, so that they may build on the factory's ("$LDFLAGS -Wl,...", "$NVCC_GENCODE").
+        **variant.environment,
     }
 
 
@@ -89,4 +91,5 @@ def windows_environment(variant: Variant) -> dict[str, str]:
         "PATH": "$CUDA_HOME/bin;$PATH",
         **({"NVCC_PREPEND_FLAGS": nvcc_flags} if nvcc_flags else {}),
         **_architectures(variant),
+        **variant.environment,
     }

@@ -8,8 +8,11 @@ from pathlib import Path
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.sections import SymbolTableSection
 
 ELF_MAGIC = b"\x7fELF"
+# Where nvcc puts a module's device code (SASS and PTX): a binary without it carries no kernel of its own.
+DEVICE_CODE_SECTION = ".nv_fatbin"
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,8 @@ class ElfInfo:
     runpath: tuple[str, ...]
     # library -> symbol versions required from it, e.g. libc.so.6 -> {GLIBC_2.14}
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)
+    device_code: bool = False
+    python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports: what makes it a Python extension
 
 
 def is_elf(path: Path) -> bool:
@@ -31,10 +36,20 @@ def read_elf(path: Path) -> ElfInfo:
     rpath: list[str] = []
     runpath: list[str] = []
     version_needs: dict[str, frozenset[str]] = {}
+    device_code = False
+    python_inits: list[str] = []
     with path.open("rb") as f:
         elf = ELFFile(f)
         for section in elf.iter_sections():
-            if isinstance(section, DynamicSection):
+            if section.name == DEVICE_CODE_SECTION:
+                device_code = True
+            elif section.name == ".dynsym" and isinstance(section, SymbolTableSection):
+                python_inits += [
+                    s.name
+                    for s in section.iter_symbols()
+                    if s.name.startswith("PyInit_") and s["st_shndx"] != "SHN_UNDEF"
+                ]
+            elif isinstance(section, DynamicSection):
                 for tag in section.iter_tags():
                     # pyelftools sets these attributes per tag kind, so its stubs do not know them.
                     kind = tag.entry.d_tag
@@ -47,4 +62,4 @@ def read_elf(path: Path) -> ElfInfo:
             elif isinstance(section, GNUVerNeedSection):
                 for verneed, auxiliaries in section.iter_versions():
                     version_needs[str(verneed.name)] = frozenset(str(aux.name) for aux in auxiliaries)
-    return ElfInfo(tuple(needed), tuple(rpath), tuple(runpath), version_needs)
+    return ElfInfo(tuple(needed), tuple(rpath), tuple(runpath), version_needs, device_code, tuple(python_inits))

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pefile
 
+# nvcc's device-code section, as a PE image's 8-character section names cut it (.nv_fatbin).
+DEVICE_CODE_SECTION = ".nv_fatb"
+
 
 @dataclass(frozen=True)
 class PeInfo:
     imports: tuple[str, ...]  # DLLs loaded with the module (import table)
     delay_imports: tuple[str, ...]  # DLLs loaded at first call (delay-load table)
+    device_code: bool = False
+    python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports: what makes it a Python extension
 
 
 def read_pe(path: Path) -> PeInfo:
@@ -21,11 +26,13 @@ def read_pe(path: Path) -> PeInfo:
             directories=[
                 pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
                 pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
+                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXPORT"],
             ]
         )
         imports = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", []))
         delayed = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []))
-        return PeInfo(imports, delayed)
+        device_code = any(s.Name.rstrip(b"\0").decode(errors="replace") == DEVICE_CODE_SECTION for s in pe.sections)
+        return PeInfo(imports, delayed, device_code, tuple(n for n in _export_names(pe) if n.startswith("PyInit_")))
     finally:
         pe.close()
 
@@ -35,10 +42,14 @@ def exports(dll: Path) -> list[str]:
     pe = pefile.PE(str(dll), fast_load=True)
     try:
         pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXPORT"]])
-        table = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
-        return [s.name.decode() for s in table.symbols if s.name] if table else []
+        return _export_names(pe)
     finally:
         pe.close()
+
+
+def _export_names(pe: pefile.PE) -> list[str]:
+    table = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
+    return [s.name.decode() for s in table.symbols if s.name] if table else []
 
 
 def def_file(dll: Path) -> str:

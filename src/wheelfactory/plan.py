@@ -6,6 +6,8 @@ build settings) comes from its one matrix record.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,16 @@ from packaging.specifiers import SpecifierSet
 from .components import OS, component_table, platforms, toolkit_table
 from .errors import InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
+
+
+def _most_specific(policies: dict[str, list[str]], name: str) -> list[str] | None:
+    """The policy of the most specific pattern matching `name`: an exact name first, then the pattern with the
+    most characters that are no wildcard."""
+    matching = [pattern for pattern in policies if fnmatch.fnmatchcase(name, pattern)]
+    if not matching:
+        return None
+    best = max(matching, key=lambda p: (p == name, len(re.sub(r"[*?]|\[[^]]*\]", "", p))))
+    return policies[best]
 
 
 def cpython_tag(version: str) -> str:
@@ -56,6 +68,34 @@ class Variant:
     @property
     def dist_name(self) -> str:
         return f"{self.recipe.name}-cuda{self.major}x"
+
+    @property
+    def packages(self) -> list[str]:
+        """The import packages that get the variant module: the recipe's import package, then every other
+        top-level package the wheel installs."""
+        main = self.recipe.import_name
+        return [main, *(p for p in self.recipe.packages if p != main.split(".")[0])]
+
+    def module_policy(self, module: str) -> list[str] | None:
+        """What a module may link: the most specific of the recipe's module patterns that matches it."""
+        return _most_specific(self.recipe.modules, module)
+
+    def library_policy(self, file_name: str) -> list[str] | None:
+        """What a shared library that is no extension module may link (the recipe's shared_libraries)."""
+        return _most_specific(self.recipe.shared_libraries, file_name)
+
+    def needs_device_code(self, module: str) -> bool:
+        return any(fnmatch.fnmatchcase(module, pattern) for pattern in self.recipe.device_code)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The recipe's build variables for this major."""
+        values = {}
+        for name, value in self.recipe.environment.items():
+            chosen = value.get(self.major) if isinstance(value, dict) else value
+            if chosen is not None:
+                values[name] = chosen
+        return values
 
     @property
     def declared(self) -> list[str]:
@@ -268,6 +308,7 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
             cells = tuple(
                 Cell(python, platform)
                 for platform in sorted(entry.platforms)
+                if recipe.builds_on(platform)
                 for python in matrix.python
                 if not any(rule.matches(python, entry.major, platform) for rule in matrix.exclude)
             )

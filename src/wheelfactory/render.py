@@ -6,23 +6,45 @@ written only when every variant rendered, so a failure leaves build/variants as 
 
 from __future__ import annotations
 
+import ast
 import json
 import shlex
 import shutil
 import tempfile
+import tomllib
 from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import jinja2
+import tomlkit
+import yaml
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from .buildenv import linux_environment, windows_environment
 from .components import OS, component_table, platforms
+from .errors import UserError
 from .plan import Plan, Variant
+from .sources import package_dir, source_tree
 
 # The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
 PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"
 STATS_SCRIPT = ".wheelfactory/compiler-cache-stats.sh"
+# Fields the variant sets itself, whatever the source's pyproject says.
+VARIANT_FIELDS = ("name", "description", "readme", "requires-python", "classifiers")
+# The factory's tables in a variant's pyproject.toml (the source's own, if any, are replaced).
+FACTORY_TABLES = ("wheelfactory", "cibuildwheel")
+# Classifiers that describe a build: the source's say what it claims, the variant's what this wheel is.
+_BUILD_CLASSIFIERS = (
+    "Programming Language :: Python :: 3.",
+    "Environment :: GPU :: NVIDIA CUDA ::",
+    "Operating System ::",
+)
+# Classifiers the variant gives only where the source has none of its own.
+_SOURCE_CLASSIFIERS = ("Development Status ::",)
 # Written into the package at build time: what the variant needs from CUDA (and, on Windows, its DLL loader).
 VARIANT_MODULE = "_cuda_variant.py"
 CLASSIFIER_GPU = "Environment :: GPU :: NVIDIA CUDA :: {major}"
@@ -47,12 +69,48 @@ def requirement(name: str, major: int, toolkit: str) -> str:
     return line
 
 
-def dependencies(variant: Variant) -> list[str]:
+def nvidia_dependencies(variant: Variant) -> list[str]:
     lines: dict[str, str] = {}
     for name in variant.components(optional=False):
         line = requirement(name, variant.major, variant.cuda.toolkit)
         lines.setdefault(line.split(">=")[0], line)  # cublas and cublasLt share one distribution
-    return sorted(lines.values()) + list(variant.recipe.dependencies)
+    return sorted(lines.values())
+
+
+def dependencies(variant: Variant, source: list[str] | None = None) -> list[str]:
+    """The variant's Requires-Dist: the source's own requirements (its pyproject's), with the recipe's swapped
+    in, then the NVIDIA wheels of this major, then the recipe's other requirements.
+
+    A recipe entry replaces each source requirement that names it, in any major's spelling ({12: cupy-cuda12x,
+    13: cupy-cuda13x} replaces cupy-cuda12x with this major's); an entry with nothing for this major drops it.
+    The source's NVIDIA CUDA wheels, of whatever major, give way to the variant's own.
+    """
+    table = component_table()
+    nvidia = {
+        canonicalize_name(entry.distribution)
+        for component in table.components.values()
+        for entry in component.majors.values()
+    }
+    entries: list[tuple[set[str], str | None]] = []
+    for dep in variant.recipe.dependencies:
+        spellings = list(dep.values()) if isinstance(dep, dict) else [dep]
+        line = dep.get(variant.major) if isinstance(dep, dict) else dep
+        entries.append(({canonicalize_name(Requirement(s).name) for s in spellings}, line))
+    kept: list[str] = []
+    swapped: set[int] = set()
+    for line in source or []:
+        name = canonicalize_name(Requirement(line).name)
+        if name in nvidia:
+            continue
+        index = next((i for i, (names, _) in enumerate(entries) if name in names), None)
+        if index is None:
+            kept.append(line)
+        elif index not in swapped:
+            swapped.add(index)
+            replacement = entries[index][1]
+            kept += [replacement] if replacement else []
+    others = [line for i, (_, line) in enumerate(entries) if i not in swapped and line]
+    return [*kept, *nvidia_dependencies(variant), *others]
 
 
 def extras(variant: Variant) -> dict[str, list[str]]:
@@ -88,14 +146,18 @@ def excluded_libraries(variant: Variant, os: OS) -> list[str]:
 def _readme(variant: Variant) -> str:
     table = component_table()
     wheels = sorted({table.get(n, variant.major).distribution for n in variant.components(optional=False)})  # type: ignore[union-attr]
+    where = (
+        f"it loads them from NVIDIA's pip wheels ({', '.join(f'`{w}`' for w in wheels)}), which pip installs with it"
+        if wheels
+        else "what it needs of the CUDA runtime is linked in, and it needs only the NVIDIA driver"
+    )
     lines = [
         f"# {variant.dist_name}",
         "",
         variant.recipe.summary or variant.recipe.name,
         "",
         f"This is the CUDA {variant.major}.x build of `{variant.recipe.name}` (built against CUDA "
-        f"{variant.cuda.toolkit}). It carries no CUDA library: it loads them from NVIDIA's pip wheels "
-        f"({', '.join(f'`{w}`' for w in wheels)}), which pip installs with it. Importing it needs no GPU.",
+        f"{variant.cuda.toolkit}). It carries no CUDA library: {where}. Importing it needs no GPU.",
     ]
     optional = sorted(extras(variant))
     if optional:
@@ -115,7 +177,24 @@ def windows_repair_command(variant: Variant) -> str:
     return f'delvewheel repair --exclude "{";".join(excluded_libraries(variant, "windows"))}" -w {{dest_dir}} {{wheel}}'
 
 
-def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object]:
+def setup_py_fields(tree: Path) -> list[str]:
+    """The [project] fields a setup.py-only source gives through setup() (data/setuptools_fields.yaml), read from
+    the keywords of its setup() call without running it; only the always-accepted ones when that cannot be told."""
+    table = yaml.safe_load(files("wheelfactory.data").joinpath("setuptools_fields.yaml").read_text("utf-8"))
+    fields: list[str] = []
+    try:
+        module = ast.parse((tree / "setup.py").read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        module = ast.Module(body=[], type_ignores=[])
+    for node in ast.walk(module):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "setup":
+            given = [k.arg for k in node.keywords]
+            if None not in given:  # setup(**options) hides what it gives
+                fields += [table["keywords"][k] for k in given if k in table["keywords"]]
+    return list(dict.fromkeys([*fields, *table["always"]]))
+
+
+def _context(variant: Variant, matrix_file: str, root: Path, tree: Path) -> dict[str, object]:
     by_os: dict[str, list[str]] = {"linux": [], "windows": []}
     for name in variant.platforms():
         by_os[platforms()[name].os].append(name)
@@ -176,7 +255,8 @@ def _context(variant: Variant, matrix_file: str, root: Path) -> dict[str, object
         "identifiers": [cell.identifier for cell in variant.cells],
         "linux": linux,
         "windows": windows,
-        "package_depth": len(variant.recipe.import_name.split(".")),
+        # What setup.py keeps providing when the source has no [project] table of its own.
+        "dynamic": setup_py_fields(tree),
         "gpu_checks": [(check.name, check.run) for check in variant.recipe.gpu_checks],
         "components": _component_specs(variant, optional=False),
         "optional": _component_specs(variant, optional=True),
@@ -224,17 +304,139 @@ def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
     variant_module = env.get_template("cuda_variant.py.j2")
     rendered = []
     for variant in plan.variants:
-        context = _context(variant, matrix_file, root)
+        tree = source_tree(variant.recipe.source, variant.recipe_dir)
+        context = _context(variant, matrix_file, root, tree)
+        generated = template.render(context)
+        source = tree / "pyproject.toml"
+        pyproject = (
+            _rewrite(source.read_text(encoding="utf-8"), generated, variant, tree) if source.is_file() else generated
+        )
         rendered.append(
-            RenderedVariant(
-                variant,
-                {
-                    "pyproject.toml": template.render(context),
-                    VARIANT_MODULE: variant_module.render(context),
-                },
-            )
+            RenderedVariant(variant, {"pyproject.toml": pyproject, VARIANT_MODULE: variant_module.render(context)})
         )
     return rendered
+
+
+@cache
+def _package_lists() -> dict[str, list[str]]:
+    """Build backend -> the key path of its package list (data/build_backends.yaml)."""
+    table: dict[str, list[str]] = yaml.safe_load(
+        files("wheelfactory.data").joinpath("build_backends.yaml").read_text("utf-8")
+    )
+    return table
+
+
+def _rewrite(source: str, generated: str, variant: Variant, tree: Path) -> str:
+    """The source's own pyproject.toml made the variant's: every table kept ([build-system], [tool.*]), [project]
+    rewritten where the variant differs (name, description, readme, requires-python, classifiers, dependencies
+    and extras, and `dynamic` without what is now set), and [tool.cibuildwheel] and [tool.wheelfactory] the
+    factory's. A source without a [project] table gets the generated one (setup.py provides the rest). Where the
+    build backend would find the packages by the project's name, the variant lists them."""
+    ours = tomlkit.parse(generated)
+    doc = tomlkit.parse(source)
+    header = generated.split("\n\n", 1)[0]  # the template's "generated, do not edit" lines
+    if "build-system" not in doc:
+        doc["build-system"] = ours["build-system"]
+    if "project" not in doc:
+        doc["project"] = ours["project"]
+    else:
+        _rewrite_project(doc["project"], ours["project"], variant, doc, tree)
+    for name in FACTORY_TABLES:
+        doc.get("tool", {}).pop(name, None)
+    _list_packages(doc, variant, tree)
+    note = "# The source's own pyproject.toml, rewritten for this variant: its other tables are kept as they are."
+    # The factory's tables come last, as the template renders them, where a reviewer finds them.
+    factory = generated[generated.index(f"[tool.{FACTORY_TABLES[0]}]") :]
+    text = f"{header}\n{note}\n\n{tomlkit.dumps(doc).strip()}\n\n{factory}"
+    tomllib.loads(text)  # a rewrite that is no longer TOML is a bug here, not the build's problem
+    return text
+
+
+def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: Path) -> None:
+    """[project] made the variant's. A field the variant sets leaves `dynamic`; where the source computed its
+    requirements (setuptools' `file` directive), they are read here so that none is lost."""
+    dynamic = [str(field) for field in project.get("dynamic", [])]
+    computed = doc.get("tool", {}).get("setuptools", {}).get("dynamic", {})
+    source_deps = [str(d) for d in project.get("dependencies", [])]
+    if "dependencies" in dynamic:
+        source_deps += _computed_requirements(tree, computed.get("dependencies"), "dependencies", variant)
+    extras_now: dict[str, list[str]] = {}
+    if "optional-dependencies" in dynamic:
+        for extra, directive in computed.get("optional-dependencies", {}).items():
+            extras_now[str(extra)] = _computed_requirements(tree, directive, f"extra {extra}", variant)
+    extras_now.update({str(k): list(v) for k, v in ours.get("optional-dependencies", {}).items()})
+    kept = [str(c) for c in project.get("classifiers", []) if not str(c).startswith(_BUILD_CLASSIFIERS)]
+    for key in VARIANT_FIELDS:
+        project[key] = ours[key]
+    # The source's own status stands; the variant's build classifiers replace what the source claimed.
+    added = [
+        c
+        for c in ours["classifiers"]
+        if not (c.startswith(_SOURCE_CLASSIFIERS) and any(k.startswith(_SOURCE_CLASSIFIERS) for k in kept))
+    ]
+    project["classifiers"] = _multiline(list(dict.fromkeys([*kept, *added])))
+    project["dependencies"] = _multiline(dependencies(variant, source_deps))
+    if extras_now:
+        extras_table = project.setdefault("optional-dependencies", tomlkit.table())
+        for extra, lines in extras_now.items():
+            extras_table[extra] = lines
+    now_set = {*VARIANT_FIELDS, "dependencies", "optional-dependencies"}
+    for field in now_set:
+        computed.pop(field, None)  # setuptools' directive for a field that is no longer dynamic
+    setuptools_table = doc.get("tool", {}).get("setuptools", {})
+    if "dynamic" in setuptools_table and not setuptools_table["dynamic"]:
+        del setuptools_table["dynamic"]
+    if dynamic:
+        project["dynamic"] = [field for field in dynamic if field not in now_set]
+        if not project["dynamic"]:
+            del project["dynamic"]
+
+
+def _computed_requirements(tree: Path, directive: Any, what: str, variant: Variant) -> list[str]:
+    """The requirement lines of a setuptools `{file = ...}` directive (blank lines, comments and pip options
+    left out)."""
+    files_given = directive.get("file") if isinstance(directive, dict) else None
+    if files_given is None:
+        if variant.recipe.dependencies:
+            return []  # the recipe names them
+        raise UserError(
+            f"{variant.recipe.name}: the source's pyproject.toml computes its {what} in a way the factory cannot "
+            "read — name them in the recipe's dependencies"
+        )
+    lines = []
+    for name in [files_given] if isinstance(files_given, str) else files_given:
+        for raw in (tree / str(name)).read_text(encoding="utf-8").splitlines():
+            line = raw.split(" #", 1)[0].strip()
+            if line and not line.startswith(("#", "-")):
+                lines.append(line)
+    return lines
+
+
+def _multiline(values: list[str]) -> Any:
+    array = tomlkit.array()
+    array.extend(values)
+    return array.multiline(True)
+
+
+def _list_packages(doc: Any, variant: Variant, tree: Path) -> None:
+    key = _package_lists().get(str(doc["build-system"].get("build-backend", "")))
+    if key is None:
+        return
+    table = doc
+    for part in key[:-1]:
+        table = table.setdefault(part, tomlkit.table(is_super_table=True))
+    if key[-1] in table:  # the source lists its packages already
+        return
+    folders = []
+    for package in {p.split(".")[0]: None for p in variant.packages}:
+        folder = package_dir(tree, package)
+        if folder is None:
+            raise UserError(
+                f"{variant.recipe.name}: the source has no package {package} (no {package}/__init__.py) — fix the "
+                "recipe's import or packages"
+            )
+        folders.append(folder.as_posix())
+    table[key[-1]] = folders
 
 
 def stale_files(rendered: list[RenderedVariant], out_dir: Path) -> list[str]:

@@ -1,15 +1,19 @@
 """GPU-free smoke tiers, each wheel on a clean machine: a fresh container of its build image (Linux, no network),
 or the runner itself (Windows).
 
-Tiers 1 and 2 run side by side in their own venvs, tier 3 meanwhile on this machine.
+Tiers 1 and 2 run side by side in their own venvs, tier 3 meanwhile on this machine. What each binary must do
+comes from what it really links (its DT_NEEDED or PE imports, as the repair read them), not from what the recipe
+allows: a module that opens CUDA lazily must import without it.
 
-1. A venv with the wheel alone (`--no-deps`), no CUDA anywhere: `import pkg` and the CUDA-free modules work under
-   `python -W error`; CUDA-linked modules fail at their own import with ImportError; optional pieces raise
-   ImportError carrying the pip command that fixes it.
-2. A venv holding the wheel's NVIDIA requirements (and its extras') laid out as pip would — in the container
+1. A venv with the wheel and its non-CUDA requirements (fetched here from the index beforehand, as wheels for
+   its Python and platform), no CUDA anywhere: `import pkg` and whatever links no CUDA library load under
+   `python -W error`; what links one eagerly fails at its own load with ImportError (OSError for a library
+   loaded with ctypes); optional pieces raise ImportError carrying the pip command that fixes it.
+2. A venv holding the wheel's NVIDIA requirements (and its CUDA extras') laid out as pip would — in the container
    they come from the toolkit cache, mounted at the venv's site-packages/nvidia rather than installed again —
-   then the wheel itself: every module imports, its CUDA libraries are the venv's (RPATH at work, no
-   LD_LIBRARY_PATH), the driver is not loaded, and the recipe's commands succeed.
+   then the wheel itself: every binary loads, its CUDA libraries are the venv's (RPATH at work, no
+   LD_LIBRARY_PATH), the driver is not loaded, and the recipe's commands succeed. A binary that links the driver
+   eagerly fails here too, and the check records the error it gives.
 3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
 
 Each tier's checks run in one call into the machine (data/../smoke_probe.py), each check in a fresh interpreter.
@@ -18,6 +22,7 @@ Each tier's checks run in one call into the machine (data/../smoke_probe.py), ea
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -38,9 +43,11 @@ from .built import BuiltWheel
 from .components import component_table
 from .errors import ToolFailure, UserError
 from .plan import Variant, cpython_tag
+from .progress import step
 from .provision import runtime_site
-from .render import CLASSIFIER_GPU
-from .wheelfile import extras, metadata, with_extras
+from .render import CLASSIFIER_GPU, extras
+from .repair import installed_path, needed_components, site_packages
+from .wheelfile import WheelName, metadata, with_extras
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 
@@ -70,6 +77,7 @@ class Machine(Protocol):
     """Where tiers 1 and 2 run: a clean, GPU-free machine holding the wheel."""
 
     wheel: str  # the wheel under test, as this machine sees it
+    requirements: str | None  # the folder of its non-CUDA requirements' wheels, as this machine sees it
 
     def create_venvs(self) -> tuple[str, str]:
         """(a bare venv's Python, the CUDA venv's Python)."""
@@ -94,16 +102,19 @@ class ContainerMachine:
     read-only; the runtime site's nvidia/ is mounted where pip would have put it in the CUDA venv.
     """
 
-    def __init__(self, image: str, wheel: Path, runtime: Path, python: str) -> None:
+    def __init__(self, image: str, wheel: Path, runtime: Path, python: str, requirements: Path | None) -> None:
         self.engine = host.container_engine()
         self.python_version = python
         self.wheel = f"/smoke/wheels/{wheel.name}"
+        self.requirements = "/smoke/requirements" if requirements else None
         self.base = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}/bin/python"
         self.cuda_venv = "/smoke/cuda"
         with as_file(PROBE_SOURCE) as probe:
             mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{runtime}:/smoke/runtime:ro", f"{probe}:/smoke/probe.py:ro"]
             if (runtime / "nvidia").is_dir():
                 mounts.append(f"{runtime / 'nvidia'}:{self.site()}/nvidia:ro")
+            if requirements:
+                mounts.append(f"{requirements}:{self.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
             command += [arg for mount in mounts for arg in ("--volume", mount)]
             started = host.run([*command, image, "sleep", "infinity"], f"starting a smoke container of {image}")
@@ -142,9 +153,13 @@ class ContainerMachine:
 class HostMachine:
     """Windows: the runner itself (the release pipeline smokes on a clean runner of another image)."""
 
-    def __init__(self, wheel: Path, cuda_wheels: Path, python: str) -> None:
+    def __init__(
+        self, wheel: Path, cuda_wheels: Path, python: str, requirements: Path | None, cuda_extras: list[str]
+    ) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
         self.wheel, self.cuda_wheels, self.python_version = str(wheel), cuda_wheels, python
+        self.cuda_extras = cuda_extras
+        self.requirements = str(requirements) if requirements else None
         self.probe_path = self.scratch / "smoke_probe.py"
         self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
 
@@ -170,7 +185,8 @@ class HostMachine:
             host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
         cuda = self._venv_python(self.scratch / "cuda")
         # Here the NVIDIA wheels are installed for real: the runner is thrown away after the job.
-        self.install(cuda, "--find-links", str(self.cuda_wheels), with_extras(self.wheel, extras(Path(self.wheel))))
+        found = ["--find-links", self.requirements] if self.requirements else []
+        self.install(cuda, "--find-links", str(self.cuda_wheels), *found, with_extras(self.wheel, self.cuda_extras))
         return self._venv_python(self.scratch / "bare"), cuda
 
     def site(self) -> str:
@@ -202,33 +218,63 @@ def _outcomes(run: subprocess.CompletedProcess[str], checks: list[dict[str, obje
     return outcomes
 
 
-def _modules(variant: Variant) -> tuple[list[str], list[str], list[str]]:
-    """(CUDA-free, CUDA-linked required, CUDA-linked optional) extension modules of the recipe."""
-    free, linked, optional = [], [], []
-    for module, allowed in variant.recipe.modules.items():
-        if not allowed:
-            free.append(module)
-        elif any(c in variant.recipe.optional for c in allowed):
-            optional.append(module)
+@dataclass(frozen=True)
+class BinaryExpectation:
+    """How one of the wheel's binaries behaves on import, from what it really links (DT_NEEDED / PE imports)."""
+
+    statement: str  # `import pkg._mod`, or a ctypes load for a library that is named like a module
+    error: str  # the exception a failed load raises: ImportError, or OSError from ctypes
+    cuda: list[str]  # the CUDA libraries it links eagerly (the driver included)
+    driver: bool  # one of them is the driver: no GPU-free machine can load it
+
+    def check(self, *, cuda_installed: bool, site: str | None = None) -> tuple[str, dict[str, object]]:
+        fails = self.driver or (bool(self.cuda) and not cuda_installed)
+        why = f" (links {', '.join(self.cuda)})" if fails else ""
+        return _expect(self.statement, self.error if fails else "ok", why=why, site=None if fails else site)
+
+
+def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
+    """One per extension module of the wheel (and per library named like one, which ctypes loads)."""
+    variant, name = built.variant, built.name
+    table = component_table()
+    driver = (table.driver.linux if name.os == "linux" else table.driver.windows).lower()
+    found = []
+    for binary in sorted(built.binaries.values(), key=lambda b: b.member):
+        if binary.module is None:
+            continue
+        eager = [
+            library
+            for library in binary.needed
+            if library.lower() == driver or needed_components((library,), variant.major, name.os, variant.declared)
+        ]
+        if binary.importable:
+            statement, error = f"import {binary.module}", "ImportError"
         else:
-            linked.append(module)
-    return free, linked, optional
+            path = installed_path(binary.member, name.python).relative_to(site_packages(name.python))
+            statement = f'import ctypes, sysconfig; ctypes.CDLL(sysconfig.get_path("platlib") + "/{path}")'
+            error = "OSError"
+        found.append(BinaryExpectation(statement, error, eager, any(lib.lower() == driver for lib in eager)))
+    return found
 
 
 def _run_tier(
-    tier: int, machine: Machine, python: str, install: list[str], named: list[tuple[str, dict[str, object]]]
+    tier: int, machine: Machine, python: str, installs: list[list[str]], named: list[tuple[str, dict[str, object]]]
 ) -> TierResult:
     result = TierResult(tier)
     started = time.monotonic()
-    installed = machine.install(python, *install)
-    result.checks.append(
-        Check(
-            f"install {' '.join(a for a in install if not a.startswith('/smoke'))}".strip(),
-            installed.returncode == 0,
-            host.tail(installed.stderr, 8),
+    for install in installs:
+        installed = machine.install(python, *install)
+        shown = " ".join(
+            "the wheel" if a == machine.wheel else a
+            for a in install
+            if a != "--find-links" and a != machine.requirements
         )
-    )
-    if installed.returncode == 0:
+        result.checks.append(
+            Check(f"install {shown}".strip(), installed.returncode == 0, host.tail(installed.stderr, 8))
+        )
+        if installed.returncode != 0:
+            break
+    else:
         outcomes = machine.probe(python, [spec for _, spec in named])
         for (name, _), outcome in zip(named, outcomes, strict=True):
             result.checks.append(Check(name, bool(outcome["ok"]), str(outcome["detail"])))
@@ -236,30 +282,48 @@ def _run_tier(
     return result
 
 
-def _expect(statement: str, expect: str, **options: object) -> tuple[str, dict[str, object]]:
-    label = f"{statement} → {'ImportError' if expect == 'import_error' else 'ok'}"
-    return label, {"statement": statement, "expect": expect, **options}
+def _expect(statement: str, expect: str, why: str = "", **options: object) -> tuple[str, dict[str, object]]:
+    """A check that `statement` runs (expect "ok") or raises the exception named (ImportError, OSError)."""
+    return f"{statement} → {expect}{why}", {"statement": statement, "expect": expect, **options}
 
 
-def tier1(machine: Machine, python: str, variant: Variant) -> TierResult:
-    free, linked, optional = _modules(variant)
-    checks = [_expect(s, "ok") for s in variant.recipe.smoke.gpu_free or [f"import {variant.recipe.import_name}"]]
-    checks += [_expect(f"import {m}", "ok") for m in free]
-    checks += [_expect(f"import {m}", "import_error") for m in [*linked, *optional]]
-    checks += [_expect(s, "import_error", hint="pip install") for s in variant.recipe.smoke.needs_optional]
-    return _run_tier(1, machine, python, ["--no-deps", machine.wheel], checks)
+def requirements(wheel: Path) -> list[str]:
+    """The wheel's own Requires-Dist (no extra's) that are not NVIDIA's wheels: what it needs besides CUDA."""
+    lines = []
+    for line in metadata(wheel).get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        if requirement.name.startswith("nvidia-") or (requirement.marker and "extra" in str(requirement.marker)):
+            continue
+        lines.append(line)
+    return lines
 
 
-def tier2(machine: Machine, python: str, wheel: Path, variant: Variant) -> TierResult:
-    free, linked, optional = _modules(variant)
+def tier1(machine: Machine, python: str, built: BuiltWheel) -> TierResult:
+    """The wheel and its non-CUDA requirements, no CUDA: what links no CUDA library imports, what links one
+    eagerly fails at its own load with the error that says which, optional pieces name their pip fix."""
+    smoke_spec = built.variant.recipe.smoke
+    checks = [_expect(s, "ok") for s in smoke_spec.gpu_free or [f"import {built.variant.recipe.import_name}"]]
+    checks += [e.check(cuda_installed=False) for e in binary_expectations(built)]
+    checks += [_expect(s, "ImportError", hint="pip install") for s in smoke_spec.needs_optional]
+    installs = [["--no-deps", machine.wheel]]
+    if machine.requirements:
+        installs.insert(0, ["--find-links", machine.requirements, *requirements(built.path)])
+    return _run_tier(1, machine, python, installs, checks)
+
+
+def tier2(machine: Machine, python: str, built: BuiltWheel) -> TierResult:
+    """The wheel with NVIDIA's wheels and its other requirements: every binary loads, with its CUDA libraries
+    from the venv, unless it links the driver (which no GPU-free machine has)."""
+    smoke_spec = built.variant.recipe.smoke
     site = machine.site()
-    checks = [_expect(f"import {m}", "ok", site=site) for m in [*free, *linked, *optional]]
-    checks += [
-        _expect(s, "ok", site=site) for s in [*variant.recipe.smoke.gpu_free, *variant.recipe.smoke.needs_optional]
-    ]
-    checks += [(command, {"command": shlex.split(command)}) for command in variant.recipe.smoke.with_cuda]
-    # Its NVIDIA requirements are in place already; pip checks them and installs the wheel alone.
-    return _run_tier(2, machine, python, [with_extras(machine.wheel, extras(wheel))], checks)
+    checks = [e.check(cuda_installed=True, site=site) for e in binary_expectations(built)]
+    checks += [_expect(s, "ok", site=site) for s in [*smoke_spec.gpu_free, *smoke_spec.needs_optional]]
+    checks += [(command, {"command": shlex.split(command)}) for command in smoke_spec.with_cuda]
+    # Its NVIDIA requirements are in place already; pip checks them and installs the rest.
+    found = ["--find-links", machine.requirements] if machine.requirements else []
+    # With the extras of its optional CUDA components (not the source's own extras, such as dev or doc).
+    wheel = with_extras(machine.wheel, sorted(extras(built.variant)))
+    return _run_tier(2, machine, python, [[*found, wheel]], checks)
 
 
 def tier3(wheel: Path, variant: Variant) -> TierResult:
@@ -295,27 +359,65 @@ def tier3(wheel: Path, variant: Variant) -> TierResult:
     return result
 
 
+def compatible_platforms(platform_tag: str) -> list[str]:
+    """The platform tags a machine of `platform_tag` installs: manylinux_2_28_x86_64 takes every older manylinux
+    (pip's --platform does not widen a manylinux_2_X tag by itself)."""
+    match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform_tag)
+    if match is None:
+        return [platform_tag]
+    glibc, arch = int(match[1]), match[2]
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    tags = []
+    for minor in range(glibc, 4, -1):
+        tags.append(f"manylinux_2_{minor}_{arch}")
+        if minor in legacy:
+            tags.append(f"{legacy[minor]}_{arch}")
+    return tags
+
+
+def download_requirements(wheel: Path, into: Path) -> Path | None:
+    """The wheels of `wheel`'s non-CUDA requirements for its Python and platform, fetched here from pip's index
+    (the smoke machine has no network); None when it has none."""
+    lines = requirements(wheel)
+    if not lines:
+        return None
+    name = WheelName.of(wheel)
+    tag = cpython_tag(name.python)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(into)]
+    command += ["--only-binary", ":all:", "--python-version", name.python, "--implementation", "cp"]
+    command += ["--abi", tag, "--abi", "abi3", "--abi", "none"]
+    command += [arg for platform in compatible_platforms(name.platform_tag) for arg in ("--platform", platform)]
+    command += lines
+    with step(f"download the requirements of {wheel.name}: {', '.join(lines)}"):
+        done = host.run(command, "pip download", check=False)
+    if done.returncode != 0:
+        raise ToolFailure(
+            f"{wheel.name}: cannot download its requirements {', '.join(lines)} for the smoke tiers — "
+            f"{host.tail(done.stderr, 6)}"
+        )
+    return into
+
+
 def smoke(built: BuiltWheel) -> list[TierResult]:
     """Tiers 1 and 2 on a clean machine, tier 3 on this one: all three at once (their venvs are apart)."""
     name, wheel = built.name, built.path.resolve()
-    machine: Machine
-    if name.os == "linux":
-        if built.image is None:
-            raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
-        machine = ContainerMachine(built.image, wheel, runtime_site(built.toolkit, wheel), name.python)
-    else:
-        if sys.platform != "win32":
-            raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
-        machine = HostMachine(wheel, built.toolkit.wheel_dir, name.python)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        metadata_tier = pool.submit(tier3, wheel, built.variant)
-        try:
-            bare, cuda = machine.create_venvs()
-            tiers = [
-                pool.submit(tier1, machine, bare, built.variant),
-                pool.submit(tier2, machine, cuda, wheel, built.variant),
-            ]
-            results = [tier.result() for tier in tiers]
-        finally:
-            machine.close()
-        return [*results, metadata_tier.result()]
+    with tempfile.TemporaryDirectory(prefix="smoke-requirements-") as scratch:
+        found = download_requirements(wheel, Path(scratch))
+        machine: Machine
+        if name.os == "linux":
+            if built.image is None:
+                raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
+            machine = ContainerMachine(built.image, wheel, runtime_site(built.toolkit, wheel), name.python, found)
+        else:
+            if sys.platform != "win32":
+                raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
+            machine = HostMachine(wheel, built.toolkit.wheel_dir, name.python, found, sorted(extras(built.variant)))
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            metadata_tier = pool.submit(tier3, wheel, built.variant)
+            try:
+                bare, cuda = machine.create_venvs()
+                tiers = [pool.submit(tier1, machine, bare, built), pool.submit(tier2, machine, cuda, built)]
+                results = [tier.result() for tier in tiers]
+            finally:
+                machine.close()
+            return [*results, metadata_tier.result()]

@@ -3,7 +3,8 @@
     python smoke_probe.py CHECKS     CHECKS: a JSON list; prints a JSON list of outcomes, one per check
 
 Each check runs in its own fresh interpreter (`python -W error -I`), so one import cannot help another:
-    {"statement": "...", "expect": "ok"|"import_error", "hint": text the ImportError must carry, or null,
+    {"statement": "...", "expect": "ok" or the exception it must raise ("ImportError", "OSError"),
+     "hint": text that exception must carry, or null,
      "site": the directory every CUDA library loaded must come from, or null}
     {"command": ["python", "-m", "pkg"]}    a program that must exit 0 without a traceback
 An outcome: {"ok": bool, "detail": "...", "libraries": [mapped CUDA libraries]}.
@@ -11,6 +12,7 @@ An outcome: {"ok": bool, "detail": "...", "libraries": [mapped CUDA libraries]}.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import subprocess
@@ -30,18 +32,17 @@ def _mapped_paths() -> list[str]:
 
 def _one(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one statement in this process and judge it."""
+    expected = None if spec["expect"] == "ok" else getattr(builtins, spec["expect"])
     try:
         exec(compile(spec["statement"], "<smoke>", "exec"), {"__name__": "__smoke__"})
-    except ImportError as exc:
-        message = f"{type(exc).__name__}: {exc}"
-        if spec.get("expect") == "import_error":
+    except BaseException as exc:  # what was not expected is a failure, with what it said
+        message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if expected is not None and isinstance(exc, expected):
             hint = spec.get("hint")
             return {"ok": hint is None or hint in str(exc), "detail": message}
         return {"ok": False, "detail": message}
-    except BaseException as exc:  # anything but ImportError is a failure, whatever was expected
-        return {"ok": False, "detail": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
-    if spec.get("expect") == "import_error":
-        return {"ok": False, "detail": "imported, but ImportError was expected"}
+    if expected is not None:
+        return {"ok": False, "detail": f"ran, but {spec['expect']} was expected"}
     result: dict[str, Any] = {"ok": True, "detail": "imported"}
     if spec.get("site"):
         paths = _mapped_paths()

@@ -76,9 +76,7 @@ class _Links(HTMLParser):
 def _project_files(index: str, project: str) -> list[tuple[str, str]]:
     """(file name, absolute URL) of every file on the index's page for `project`."""
     page = urljoin(index, f"{canonicalize_name(project)}/")
-    request = urllib.request.Request(
-        page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
-    )
+    request = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             body = response.read()
@@ -173,3 +171,19 @@ def _git(url: str, rev: str) -> Path:
     if head.stdout.strip() != rev:
         raise UserError(f"{url}: the checkout is at {head.stdout.strip()}, not at the recipe's rev {rev}")
     return tree
+
+
+# Where projects keep an import package, in the order scikit-build-core and hatchling look.
+PACKAGE_ROOTS = ("src", "python", ".")
+
+
+def package_dir(tree: Path, package: str) -> Path | None:
+    """The folder (relative to `tree`) of the import package `package` ("pkg" or "pkg.sub") in a source tree:
+    under src/, python/ or the root, else the shallowest one anywhere; None when the source has none."""
+    parts = package.split(".")
+    for base in PACKAGE_ROOTS:
+        candidate = tree.joinpath(base, *parts)
+        if (candidate / "__init__.py").is_file():
+            return candidate.relative_to(tree)
+    found = sorted(tree.rglob(f"{'/'.join(parts)}/__init__.py"), key=lambda p: (len(p.parts), p))
+    return found[0].parent.relative_to(tree) if found else None

@@ -113,10 +113,20 @@ class Binary:
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)  # ELF: library -> symbol versions
+    device_code: bool = False  # carries nvcc's device code (a fatbin section)
+    python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports
 
     @property
     def module(self) -> str | None:
+        """The dotted name its file name gives it (pkg/_mod.cpython-312-….so -> pkg._mod); None for a library."""
         return module_name(self.member)
+
+    @property
+    def importable(self) -> bool:
+        """A Python extension module: named like one and exporting its PyInit function (a library loaded with
+        ctypes may be named like a module, yet `import` cannot load it)."""
+        module = self.module
+        return module is not None and f"PyInit_{module.rsplit('.', 1)[-1]}" in self.python_inits
 
     def with_rpath(self, rpath: tuple[str, ...]) -> Binary:
         return replace(self, rpath=rpath, runpath=())
@@ -140,11 +150,21 @@ def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
         if not is_elf(path):
             return None
         info = read_elf(path)
-        return Binary(member, "elf", info.needed, (), info.rpath, info.runpath, info.version_needs)
+        return Binary(
+            member,
+            "elf",
+            info.needed,
+            (),
+            info.rpath,
+            info.runpath,
+            info.version_needs,
+            info.device_code,
+            info.python_inits,
+        )
     if path.suffix.lower() not in (".pyd", ".dll"):
         return None
     pe = read_pe(path)
-    return Binary(member, "pe", pe.imports, pe.delay_imports)
+    return Binary(member, "pe", pe.imports, pe.delay_imports, device_code=pe.device_code, python_inits=pe.python_inits)
 
 
 def read_binaries(tree: Path, os_name: OS) -> dict[str, Binary]:

@@ -41,7 +41,7 @@ def _add_cuda_dll_directories() -> None:
     if sys.platform != "win32" or globals().get("_DLL_DIRECTORIES") is not None:
         return
     site = os.path.dirname(os.path.abspath(__file__))
-    for _ in range(1):
+    for _ in range(__name__.count(".")):  # one folder up per package level
         site = os.path.dirname(site)
     directories = [os.path.join(site, *spec[2].split("/")) for spec in (*COMPONENTS.values(), *OPTIONAL.values())
                    if spec[2]]

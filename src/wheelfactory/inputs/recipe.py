@@ -23,6 +23,10 @@ from .yamlsource import Loc, SourceMap
 _DIST_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
+_PACKAGE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE_PATTERN_RE = re.compile(r"^[A-Za-z0-9_*?\[\]!]+(\.[A-Za-z0-9_*?\[\]!]+)*$")
+# What the build environment gives every recipe: a recipe may refer to these, not set them.
+RESERVED_ENVIRONMENT = frozenset({"CUDA_HOME", "CUDA_PATH", "CUDAToolkit_ROOT", "CUDACXX", "CUDAHOSTCXX"})
 DRIVER = "driver"  # the pseudo-component a module policy names to be allowed to link the driver eagerly
 
 
@@ -93,15 +97,31 @@ class Recipe(Strict):
     version: str
     summary: str = ""
     import_name: str = Field(alias="import")
+    # Every top-level package the wheel installs (CuPy: cupy, cupyx, cupy_backends); default: [import].
+    packages: list[str] = []
     source: Source
     cuda: list[int] | None = None  # CUDA majors this recipe supports; all of the matrix's when absent
+    platforms: list[str] | None = None  # platforms it supports (e.g. [linux-x86_64]); all of the matrix's when absent
     components: list[str]
     optional: list[str] = []
+    # Extension module (dotted name, or an fnmatch pattern such as "cupy._core.*" or "*") -> the components it
+    # may link. The most specific pattern that matches a module decides.
     modules: dict[str, list[str]]
-    dependencies: list[str] = []
-    # The variant's [build-system]; it replaces the source's own, so name what the build needs (e.g. Cython).
+    # Modules (patterns) that must carry device code: a build that quietly left CUDA out is refused.
+    device_code: list[str] = []
+    # Shared libraries that are not extension modules (file-name patterns) -> the components they may link.
+    shared_libraries: dict[str, list[str]] = {}
+    # Requires-Dist besides the NVIDIA wheels; a mapping {major: requirement} is a requirement of that major only.
+    # One that names a requirement of the source replaces it.
+    dependencies: list[str | dict[int, str]] = []
+    # Variables for the build (a mapping {major: value} for one that differs per major); they may use the
+    # factory's own, e.g. "$NVCC_GENCODE" or "$CMAKE_CUDA_ARCHITECTURES".
+    environment: dict[str, str | dict[int, str]] = {}
+    # The [build-system] of a source without a pyproject.toml (one with its own keeps it): name what setup.py
+    # imports (e.g. Cython). The legacy backend is the one pip uses for such a source: it puts setup.py's folder
+    # on sys.path, which setup.py scripts that import their own package rely on.
     build_requires: list[str] = ["setuptools>=77", "wheel"]
-    build_backend: str = "setuptools.build_meta"
+    build_backend: str = "setuptools.build_meta:__legacy__"
     size_limit_mb: int = Field(default=100, ge=1)
     # GPU architectures (sm_XY) to compile device code for, per CUDA major; data/toolkits.yaml has the defaults
     cuda_archs: dict[int, list[int]] = {}
@@ -109,6 +129,9 @@ class Recipe(Strict):
     allow_unsupported_compiler: bool = False
     smoke: Smoke = Smoke()
     gpu_checks: list[GpuCheck] = []
+
+    def builds_on(self, platform: str) -> bool:
+        return self.platforms is None or platform in self.platforms
 
 
 def load_recipe(path: Path, root: Path, matrix: Matrix) -> Loaded[Recipe]:
@@ -132,9 +155,31 @@ def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix) -> list[Problem
                 )
             )
     wanted = [m for m in (recipe.cuda if recipe.cuda is not None else list(majors)) if m in majors]
+    problems += _check_platforms(recipe, src, majors)
     problems += _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})
-    problems += _check_components(recipe, src, {m: majors[m].platforms.keys() for m in wanted})
-    problems += _check_modules(recipe, src)
+    built_platforms = {m: [p for p in majors[m].platforms if recipe.builds_on(p)] for m in wanted}
+    problems += _check_components(recipe, src, built_platforms)
+    problems += _check_packages(recipe, src) + _check_modules(recipe, src) + _check_shared_libraries(recipe, src)
+    problems += _check_per_major(recipe, src, wanted)
+    return problems
+
+
+def _check_platforms(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> list[Problem]:
+    """Known platforms, once each; one at least that the matrix builds (others may serve another matrix)."""
+    if recipe.platforms is None:
+        return []
+    in_matrix = sorted({p for entry in majors.values() for p in entry.platforms})
+    problems = []
+    for i, name in enumerate(recipe.platforms):
+        if name not in platforms():
+            problems.append(
+                src.problem(("platforms", i), f"unknown platform {name!r} — {did_you_mean(name, sorted(platforms()))}")
+            )
+        elif name in recipe.platforms[:i]:
+            problems.append(src.problem(("platforms", i), f"{name} is listed twice — keep one"))
+    if not problems and not set(recipe.platforms) & set(in_matrix):
+        message = f"none of these is built by the matrix (it has {', '.join(in_matrix)}) — nothing would be built"
+        problems.append(src.problem(("platforms",), message))
     return problems
 
 
@@ -173,12 +218,80 @@ def _check_identity(recipe: Recipe, src: SourceMap) -> list[Problem]:
 
 def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
     problems = []
-    for key in ("dependencies", "build_requires"):
-        for i, dep in enumerate(getattr(recipe, key)):
-            try:
-                Requirement(dep)
-            except InvalidRequirement as exc:
-                problems.append(src.problem((key, i), f'not a valid requirement: {exc} — write e.g. "numpy>=1.24"'))
+    lines: list[tuple[Loc, str]] = [(("build_requires", i), dep) for i, dep in enumerate(recipe.build_requires)]
+    for i, dep in enumerate(recipe.dependencies):
+        per_major = dep.items() if isinstance(dep, dict) else [(None, dep)]
+        lines += [
+            (("dependencies", i) if major is None else ("dependencies", i, major), line) for major, line in per_major
+        ]
+    for at, line in lines:
+        try:
+            Requirement(line)
+        except InvalidRequirement as exc:
+            reason = str(exc).splitlines()[0]  # packaging adds the line and a caret below
+            problems.append(src.problem(at, f'not a valid requirement: {reason} — write e.g. "numpy>=1.24"'))
+    return problems
+
+
+def _check_packages(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    problems = []
+    for i, package in enumerate(recipe.packages):
+        if not _PACKAGE_RE.match(package):
+            problems.append(src.problem(("packages", i), f"{package!r} is not a top-level package name (no dots)"))
+    if recipe.packages and recipe.import_name.split(".")[0] not in recipe.packages:
+        message = f"packages does not name the import package {recipe.import_name.split('.')[0]!r} — add it"
+        problems.append(src.problem(("packages",), message))
+    return problems
+
+
+def _check_pattern(pattern: str, packages: list[str], at: Loc, src: SourceMap) -> list[Problem]:
+    """A module name or pattern: dotted, with fnmatch wildcards, inside one of the recipe's packages."""
+    if not _MODULE_PATTERN_RE.match(pattern):
+        return [src.problem(at, f"{pattern!r} is not a dotted module name or pattern (e.g. pkg._core.*)", key=True)]
+    literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    inside = any(literal.startswith(p + ".") or pattern == p for p in packages) or any(
+        p.startswith(literal) for p in packages
+    )
+    if not inside:
+        where = (
+            f"the package {packages[0]!r}" if len(packages) == 1 else f"the packages {', '.join(map(repr, packages))}"
+        )
+        return [src.problem(at, f"{pattern!r} is outside {where} — name it {packages[0]}.<...>", key=True)]
+    return []
+
+
+def _check_shared_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    problems = []
+    for pattern, allowed in recipe.shared_libraries.items():
+        if "/" in pattern or not pattern:
+            problems.append(
+                src.problem(
+                    ("shared_libraries", pattern), f"{pattern!r}: give a file name pattern (libfoo*.so*)", key=True
+                )
+            )
+        problems += _check_allowed(recipe, allowed, ("shared_libraries", pattern), pattern, src)
+    return problems
+
+
+def _check_per_major(recipe: Recipe, src: SourceMap, built: list[int]) -> list[Problem]:
+    """Per-major values name only majors the recipe builds; environment names are variable names the factory
+    leaves to the recipe."""
+    problems = []
+    unbuilt = f"is not built for this recipe (it builds {', '.join(map(str, built))}) — remove it"
+    for i, dep in enumerate(recipe.dependencies):
+        for major in dep if isinstance(dep, dict) else ():
+            if major not in built:
+                problems.append(src.problem(("dependencies", i, major), f"CUDA {major} {unbuilt}", key=True))
+    for name, value in recipe.environment.items():
+        at: Loc = ("environment", name)
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            problems.append(src.problem(at, f"{name!r} is not an environment variable name", key=True))
+        elif name in RESERVED_ENVIRONMENT or name.startswith("WHEELFACTORY_"):
+            message = f"the factory sets {name} — use another variable (a value may refer to ${name})"
+            problems.append(src.problem(at, message, key=True))
+        for major in value if isinstance(value, dict) else ():
+            if major not in built:
+                problems.append(src.problem((*at, major), f"CUDA {major} {unbuilt}", key=True))
     return problems
 
 
@@ -220,41 +333,50 @@ def _check_components(recipe: Recipe, src: SourceMap, platforms_of: dict[int, An
                         problems.append(
                             src.problem(
                                 at,
-                                f"{name} has no {platform} wheel for CUDA {major} — make it "
-                                f"optional, or list {platform} under not_built in matrix.yaml",
+                                f"{name} has no {platform} wheel for CUDA {major} — make it optional, "
+                                "or leave the platform out of the recipe's platforms",
                             )
                         )
     return problems
 
 
 def _check_modules(recipe: Recipe, src: SourceMap) -> list[Problem]:
-    table = component_table()
-    declared = [*recipe.components, *recipe.optional]
-    runtime_names = sorted(n for n, c in table.components.items() if c.role == "runtime")
+    packages = list(dict.fromkeys([recipe.import_name.split(".")[0], *recipe.packages]))
     problems = []
     if not recipe.modules:
         message = "no modules — list each extension module and the components it may link ([] for none)"
         problems.append(src.problem(("modules",), message))
     for module, allowed in recipe.modules.items():
-        at: Loc = ("modules", module)
-        if not _MODULE_RE.match(module):
-            problems.append(src.problem(at, f"{module!r} is not a dotted module name", key=True))
-        elif module != recipe.import_name and not module.startswith(recipe.import_name + "."):
-            message = f"{module!r} is outside the package {recipe.import_name!r} — name it {recipe.import_name}.<...>"
-            problems.append(src.problem(at, message, key=True))
-        for i, name in enumerate(allowed):
-            if name == DRIVER:  # may link libcuda.so.1 / nvcuda.dll eagerly; import then needs a GPU driver
-                continue
-            if name not in declared:
-                hint = (
-                    "add it to components or optional"
-                    if name in runtime_names
-                    else did_you_mean(name, declared or runtime_names)
-                )
-                message = f"{module} may link {name!r}, which the recipe does not declare — {hint}"
-                problems.append(src.problem((*at, i), message))
-            elif name in table.components and table.components[name].role == "build":
-                problems.append(src.problem((*at, i), f"{name} has no library to link — remove it"))
+        problems += _check_pattern(module, packages, ("modules", module), src)
+        problems += _check_allowed(recipe, allowed, ("modules", module), module, src)
+    for i, pattern in enumerate(recipe.device_code):
+        problems += [
+            src.problem(("device_code", i), p.message.split(": ", 1)[-1])
+            for p in _check_pattern(pattern, packages, ("device_code", i), src)
+        ]
+    return problems
+
+
+def _check_allowed(recipe: Recipe, allowed: list[str], at: Loc, what: str, src: SourceMap) -> list[Problem]:
+    """What a module or library may link: declared components, or the driver."""
+    table = component_table()
+    declared = [*recipe.components, *recipe.optional]
+    runtime_names = sorted(n for n, c in table.components.items() if c.role == "runtime")
+    problems = []
+    for i, name in enumerate(allowed):
+        if name == DRIVER:  # may link libcuda.so.1 / nvcuda.dll eagerly; import then needs a GPU driver
+            continue
+        if name not in declared:
+            hint = (
+                "add it to components or optional"
+                if name in runtime_names
+                else did_you_mean(name, declared or runtime_names)
+            )
+            problems.append(
+                src.problem((*at, i), f"{what} may link {name!r}, which the recipe does not declare — {hint}")
+            )
+        elif name in table.components and table.components[name].role == "build":
+            problems.append(src.problem((*at, i), f"{name} has no library to link — remove it"))
     return problems
 
 
