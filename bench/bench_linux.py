@@ -85,7 +85,7 @@ def main() -> int:
         scratch = Path(scratch_text)
         root = copy_inputs(REPO, scratch / "project")
         matrix = root / args.matrix
-        variant = next(v for v in make_plan(root, matrix).variants if v.major == 12)
+        variant = next(v for v in make_plan(root, matrix, ["cuprobe"]).variants if v.major == 12)
 
         # (a) cold provisioning into an empty cache of its own, then warm.
         with _environment(WHEELFACTORY_CACHE=str(scratch / "cold-cache"), PIP_NO_CACHE_DIR="1"):
@@ -108,7 +108,7 @@ def main() -> int:
         _build(root, 12, args.image, matrix)  # fills the factory's caches
         factory, record = _build(root, 12, args.image, matrix)
         warm_toolkit = provisioning.provision(variant)
-        rendered = next(r for r in render_plan(make_plan(root, matrix), root) if r.variant.major == 12)
+        rendered = next(r for r in render_plan(make_plan(root, matrix, ["cuprobe"]), root) if r.variant.major == 12)
         plain_stage = stage(rendered, scratch / "plain")
         (plain_stage / "pyproject.toml").write_text(
             HAND_WRITTEN.format(

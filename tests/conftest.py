@@ -10,11 +10,16 @@ import shutil
 import subprocess
 import tarfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-from wheelfactory.plan import copy_inputs, make_plan
+from wheelfactory.buildenv import linux_environment
+from wheelfactory.pipeline import BuildRequest, build
+from wheelfactory.plan import Variant, copy_inputs, make_plan
+from wheelfactory.report import WheelRecord
 
 REPO = Path(__file__).resolve().parent.parent
 OFFLINE_IMAGE = "manylinux-offline:latest"
@@ -74,6 +79,53 @@ def build_image(docker: None) -> str:
 def matrix_for(root: Path, image: str) -> Path:
     """The matrix a test builds with `image`: toolkits with an offline nvcc source in the offline image."""
     return root / (OFFLINE_MATRIX if image == OFFLINE_IMAGE else "matrix.yaml")
+
+
+SOURCES = Path(__file__).parent / "sources"
+
+
+def add_multipkg(root: Path) -> None:
+    """Add the CuPy-shaped setuptools source of tests/sources to a project as the recipe `multipkg`."""
+    shutil.copytree(SOURCES / "multipkg", root / "recipes/multipkg/source")
+    shutil.copy(SOURCES / "multipkg.recipe.yaml", root / "recipes/multipkg/recipe.yaml")
+
+
+class Built(NamedTuple):
+    root: Path  # a scratch copy of the project: dist/ and build/ are there
+    record: WheelRecord
+    variant: Variant
+
+    @property
+    def wheel(self) -> Path:
+        return self.root / "dist" / self.record.wheel
+
+
+def changed_environment(variant: Variant, **changes: str) -> dict[str, str]:
+    """CIBW_ENVIRONMENT_LINUX: the variant's rendered environment with some variables changed. It replaces the
+    rendered table as a whole, as a user's override would."""
+    values = {**linux_environment(variant), **changes}
+    return {"CIBW_ENVIRONMENT_LINUX": " ".join(f'{k}="{v}"' for k, v in values.items())}
+
+
+def build_recipe(
+    base: Path,
+    cuda: int,
+    image: str,
+    recipe: str = "cuprobe",
+    add: Callable[[Path], object] | None = None,
+    **environment: str,
+) -> Built:
+    """One recipe's cp312 Linux wheel through the whole pipeline, in a scratch copy of the project (to which
+    `add` may add a recipe first)."""
+    root = copy_inputs(REPO, base / "project")
+    if add is not None:
+        add(root)
+    matrix = matrix_for(root, image)
+    variant = next(v for v in make_plan(root, matrix, [recipe]).variants if v.major == cuda)
+    extra_env = changed_environment(variant, **environment) if environment else None
+    records = build(BuildRequest(root, cuda, ["3.12"], [recipe], image, None, matrix, extra_env=extra_env))
+    assert len(records) == 1
+    return Built(root, records[0], variant)
 
 
 FAKE_NVCC = """#!/bin/sh

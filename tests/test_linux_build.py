@@ -11,71 +11,41 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
 from wheelfactory.audit import audit_wheel
-from wheelfactory.buildenv import linux_environment
 from wheelfactory.cli import main
 from wheelfactory.elf import read_elf
 from wheelfactory.errors import ToolFailure
 from wheelfactory.image import interpreters
 from wheelfactory.pipeline import BuildRequest, build, existing
-from wheelfactory.plan import Variant, copy_inputs, make_plan
+from wheelfactory.plan import copy_inputs, make_plan
 from wheelfactory.provision import provision
-from wheelfactory.report import WheelRecord
 from wheelfactory.smoke import smoke
 from wheelfactory.verify import verify
 from wheelfactory.wheelfile import pack, unpack
 
-from .conftest import REPO, matrix_for
+from .conftest import REPO, Built, build_recipe, matrix_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 CUDA_SONAME_PREFIXES = ("libcudart", "libcublas", "libnvrtc", "libnccl", "libcuda.")
 MODULES = {"_flags", "_runtime", "_blas", "_nvrtc", "_device", "_nccl"}
 
 
-class Built(NamedTuple):
-    root: Path  # a scratch copy of the project: dist/ and build/ are there
-    record: WheelRecord
-    variant: Variant
-
-    @property
-    def wheel(self) -> Path:
-        return self.root / "dist" / self.record.wheel
-
-
-def _environment(variant: Variant, **changes: str) -> dict[str, str]:
-    """CIBW_ENVIRONMENT_LINUX: the variant's rendered environment with some variables changed. It replaces the
-    rendered table as a whole, as a user's override would."""
-    values = {**linux_environment(variant), **changes}
-    return {"CIBW_ENVIRONMENT_LINUX": " ".join(f'{k}="{v}"' for k, v in values.items())}
-
-
-def _build(base: Path, cuda: int, image: str, **environment: str) -> Built:
-    root = copy_inputs(REPO, base / "project")
-    matrix = matrix_for(root, image)
-    variant = next(v for v in make_plan(root, matrix).variants if v.major == cuda)
-    extra_env = _environment(variant, **environment) if environment else None
-    records = build(BuildRequest(root, cuda, ["3.12"], [], image, None, matrix, extra_env=extra_env))
-    assert len(records) == 1
-    return Built(root, records[0], variant)
-
-
 @pytest.fixture(scope="session")
 def built11(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
-    return _build(tmp_path_factory.mktemp("cuda11"), 11, build_image)
+    return build_recipe(tmp_path_factory.mktemp("cuda11"), 11, build_image)
 
 
 @pytest.fixture(scope="session")
 def built12(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
-    return _build(tmp_path_factory.mktemp("cuda12"), 12, build_image)
+    return build_recipe(tmp_path_factory.mktemp("cuda12"), 12, build_image)
 
 
 @pytest.fixture(scope="session")
 def built13(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
-    return _build(tmp_path_factory.mktemp("cuda13"), 13, build_image)
+    return build_recipe(tmp_path_factory.mktemp("cuda13"), 13, build_image)
 
 
 def _binaries(wheel: Path, into: Path) -> dict[str, Path]:
@@ -134,7 +104,7 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
 def test_without_as_needed_the_audit_rejects_the_overlinked_module(tmp_path: Path, build_image: str) -> None:
     # manylinux's gcc does not default to --as-needed; Debian's does, so force the old behaviour instead of the
     # factory's injected flag. setup.py hands every extension every CUDA library, as CuPy's build did.
-    built = _build(tmp_path, 12, build_image, LDFLAGS="-Wl,--no-as-needed")
+    built = build_recipe(tmp_path, 12, build_image, LDFLAGS="-Wl,--no-as-needed")
     record = built.record
     assert not record.passed
     assert record.audit is not None
@@ -150,7 +120,7 @@ def test_a_build_without_a_host_compiler_nvcc_accepts_stops_before_compiling(tmp
     with pytest.raises(
         ToolFailure, match=r"no host compiler for nvcc 12\.\d: it accepts GCC up to 7, .*install g\+\+-7"
     ):
-        _build(tmp_path, 12, build_image, WHEELFACTORY_GCC_MAX="7")
+        build_recipe(tmp_path, 12, build_image, WHEELFACTORY_GCC_MAX="7")
     log = (tmp_path / "project" / "build" / "logs" / "cuprobe-cuda12x-linux-x86_64.log").read_text()
     assert "nvcc -c src/device.cu" not in log
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tomllib
 from pathlib import Path
 
@@ -18,10 +17,9 @@ from wheelfactory.plan import make_plan
 from wheelfactory.render import dependencies, setup_py_fields
 from wheelfactory.sources import source_tree
 
-from .conftest import REPO
+from .conftest import REPO, SOURCES, add_multipkg
 
 DISTS = [f"{recipe}-cuda{major}x" for recipe in ("cuprobe", "cuvec", "pyvkfft") for major in (11, 12, 13)]
-SOURCES = Path(__file__).parent / "sources"
 GOLDEN = Path(__file__).parent / "golden"
 NVIDIA = {
     11: {"nvidia-cuda-runtime-cu11", "nvidia-cuda-nvrtc-cu11", "nvidia-cublas-cu11"},
@@ -172,13 +170,8 @@ def test_a_setup_py_only_source_gets_a_generated_pyproject(rendered: Path) -> No
     assert project["dependencies"] == ["nvidia-cuda-nvrtc>=13.0,<14", "numpy", "psutil"]
 
 
-def _add_multipkg(project: Path) -> None:
-    shutil.copytree(SOURCES / "multipkg", project / "recipes/multipkg/source")
-    shutil.copy(SOURCES / "multipkg.recipe.yaml", project / "recipes/multipkg/recipe.yaml")
-
-
 def test_a_setuptools_variant_matches_its_golden_file(project: Path) -> None:
-    _add_multipkg(project)
+    add_multipkg(project)
     assert main(["--root", str(project), "render"]) == 0
     rendered = project / "build/variants/multipkg-cuda12x/pyproject.toml"
     golden = GOLDEN / "multipkg-cuda12x.pyproject.toml"
@@ -197,7 +190,7 @@ def test_a_setuptools_variant_matches_its_golden_file(project: Path) -> None:
 
 
 def test_recipe_dependencies_swap_the_sources_per_major(project: Path) -> None:
-    _add_multipkg(project)
+    add_multipkg(project)
     recipe = project / "recipes/multipkg/recipe.yaml"
     recipe.write_text(
         recipe.read_text()

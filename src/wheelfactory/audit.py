@@ -6,6 +6,11 @@ module. The driver only where the module policy names `driver` (on Windows a del
 fine). No CUDA library may be bundled. Linux: every RPATH entry relative, DT_RPATH rather than RUNPATH, reaching
 each needed component, and symbol versions within the platform tag. Windows: the DLL-path loader is in place.
 The wheel must fit the recipe's size limit.
+
+A module's policy is the most specific of the recipe's `modules` patterns that matches it; a shared library's,
+its `shared_libraries` pattern (else no CUDA library). What a build script may quietly leave out is checked too:
+every module the recipe names is in the wheel, every pattern matches one, the `device_code` modules carry a
+fatbin section, and the wheel's version is the recipe's.
 """
 
 from __future__ import annotations
@@ -250,7 +255,7 @@ def _is_pattern(name: str) -> bool:
     return any(c in name for c in "*?[")
 
 
-def _declared_problems(variant: Variant, present: set[str], os_name: OS) -> list[str]:
+def declared_problems(variant: Variant, present: set[str], os_name: OS) -> list[str]:
     """Each module the recipe names is in the wheel, each pattern matches one: a build that quietly left a part
     out (no nvcc found, a CPU-only fallback) does not pass. Not where the module's components have no wheel for
     this OS (the recipe makes them optional there)."""
@@ -293,7 +298,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     ]
     if name.os == "windows":
         problems += _loader_problems(built.path, variant)
-    problems += _declared_problems(variant, {b.module for b in binaries if b.module}, name.os)
+    problems += declared_problems(variant, {b.module for b in binaries if b.module}, name.os)
     if name.version != Version(variant.recipe.version):
         problems.append(
             f"the build made version {name.version}, the recipe says {variant.recipe.version} — make the recipe's "

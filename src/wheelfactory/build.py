@@ -20,6 +20,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from . import host
+from .audit import declared_problems
 from .built import BuildRun, BuiltWheel
 from .components import platforms
 from .errors import ToolFailure, UserError
@@ -33,6 +34,8 @@ from .wheelfile import WheelName
 # What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
 _HOST_COMPILER = re.compile(r"^wheelfactory: nvcc's host compiler is (?P<compiler>.+)$", re.MULTILINE)
 _NO_HOST_COMPILER = re.compile(r"^wheelfactory: no host compiler for nvcc.*$", re.MULTILINE)
+# cibuildwheel's refusal of a pure-Python wheel: every extension was left out (a build script's silent fallback).
+_PURE_WHEEL = "Build failed because a pure Python wheel was generated"
 
 
 def compiler_cache_stats(path: Path) -> dict[str, object] | None:
@@ -188,6 +191,12 @@ def run_cibuildwheel(
             no_compiler = _NO_HOST_COMPILER.search(text)
             if no_compiler:
                 raise ToolFailure(f"{no_compiler[0].removeprefix('wheelfactory: ')} (log: {log})")
+            if _PURE_WHEEL in text:
+                # cibuildwheel refuses the wheel before the audit could: the audit's verdict on it is still the reason.
+                missing = "; ".join(declared_problems(variant, set(), info.os))
+                raise ToolFailure(
+                    f"{variant.dist_name}: the build made a wheel without any extension: {missing} (log: {log})"
+                )
             raise ToolFailure(
                 f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{host.tail(text)}"
             )
