@@ -5,6 +5,7 @@ The GitHub Actions release pipeline runs these very sessions, with the arguments
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -30,25 +31,37 @@ def _engine(session: nox.Session, *extras: str) -> None:
     session.install("-e", spec)
 
 
+def _factory(session: nox.Session, *args: str) -> None:
+    """Run `python -m wheelfactory ARGS` in the session's venv. Its exit status becomes nox's, not nox's own 1:
+    0 every wheel passed, 1 a gate rejected some (dist/ holds the rest), 2 bad input, 3 a build step or tool
+    failed."""
+    command = [str(Path(session.bin) / "python"), "-m", "wheelfactory", *args]
+    session.log(" ".join(command))
+    env = {**os.environ, "PATH": f"{session.bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    status = subprocess.call(command, env=env)
+    if status:
+        raise SystemExit(status)
+
+
 @nox.session
 def render(session: nox.Session) -> None:
     """Render build/variants/<dist>/pyproject.toml (`-- --matrix FILE`, `-- --check`)."""
     _engine(session)
-    session.run("python", "-m", "wheelfactory", "render", *session.posargs)
+    _factory(session, "render", *session.posargs)
 
 
 @nox.session
 def plan(session: nox.Session) -> None:
     """Print the CI job matrix as JSON (one entry per job: id, runner, session, arguments)."""
     _engine(session)
-    session.run("python", "-m", "wheelfactory", "plan", *session.posargs, silent=False)
+    _factory(session, "plan", *session.posargs)
 
 
 def _build_session(major: int) -> None:
     @nox.session(name=f"build-cuda{major}")
     def build(session: nox.Session) -> None:
         _engine(session, "build")
-        session.run("python", "-m", "wheelfactory", "build", "--cuda", str(major), *session.posargs)
+        _factory(session, "build", "--cuda", str(major), *session.posargs)
 
     build.__doc__ = (
         f"Build, repair, audit and smoke every CUDA {major} wheel for this host "
@@ -64,7 +77,7 @@ for _major in cuda_majors():
 def smoke(session: nox.Session) -> None:
     """Re-run the GPU-free smoke tiers on given wheels (`-- dist/*.whl`)."""
     _engine(session, "build")
-    session.run("python", "-m", "wheelfactory", "smoke", *session.posargs)
+    _factory(session, "smoke", *session.posargs)
 
 
 @nox.session(name="gpu-check")
@@ -89,14 +102,14 @@ def gpu_check(session: nox.Session) -> None:
 def verify(session: nox.Session) -> None:
     """The release gate: exactly the planned wheels, `twine check --strict`, size limits (`-- dist/`)."""
     _engine(session, "build")
-    session.run("python", "-m", "wheelfactory", "verify", *session.posargs)
+    _factory(session, "verify", *session.posargs)
 
 
 @nox.session
 def image(session: nox.Session) -> None:
     """Build the offline manylinux-compatible image `manylinux-offline:latest` from Debian packages."""
     _engine(session)
-    session.run("python", "-m", "wheelfactory", "image", *session.posargs)
+    _factory(session, "image", *session.posargs)
 
 
 @nox.session

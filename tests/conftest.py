@@ -128,6 +128,21 @@ def build_recipe(
     return Built(root, records[0], variant)
 
 
+@pytest.fixture(scope="session")
+def built11(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
+    return build_recipe(tmp_path_factory.mktemp("cuda11"), 11, build_image)
+
+
+@pytest.fixture(scope="session")
+def built12(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
+    return build_recipe(tmp_path_factory.mktemp("cuda12"), 12, build_image)
+
+
+@pytest.fixture(scope="session")
+def built13(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
+    return build_recipe(tmp_path_factory.mktemp("cuda13"), 13, build_image)
+
+
 FAKE_NVCC = """#!/bin/sh
 echo "Cuda compilation tools, release {release}, V{version}"
 """

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,126 @@ def test_cli_process_exits_2_without_traceback(project: Path) -> None:
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines() == EXPECTED["matrix-toolkit-number"]
     assert not (project / "build").exists()
+
+
+# Bad inputs that are not YAML text: made here, as a file tree cannot hold them.
+
+
+def _plan_errors(project: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    capsys.readouterr()
+    assert main(["--root", str(project), "plan"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err.splitlines()
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = project / "matrix.yaml"
+    matrix.write_text(matrix.read_text() + "#" + "x" * (1024 * 1024) + "\n")
+    (line,) = _plan_errors(project, capsys)
+    assert line.startswith("matrix.yaml:1:1: ") and "over the 1024 KiB an input may have" in line
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling link"])
+def test_a_recipe_that_is_no_regular_file_is_named(
+    kind: str, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = project / "recipes" / "broken" / "recipe.yaml"
+    recipe.parent.mkdir()
+    if kind == "directory":
+        recipe.mkdir()
+    else:
+        recipe.symlink_to(project / "nowhere.yaml")
+    (line,) = _plan_errors(project, capsys)
+    what = "a directory" if kind == "directory" else "a link to nothing"
+    assert line == f"recipes/broken/recipe.yaml:1:1: {what}, not a YAML file — put a regular file there"
+
+
+def test_a_source_path_that_leads_outside_through_a_link_is_refused(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(project / "recipes" / "cuprobe" / "source", outside)
+    shutil.rmtree(project / "recipes" / "cuprobe" / "source")
+    (project / "recipes" / "cuprobe" / "source").symlink_to(outside)
+    (line,) = _plan_errors(project, capsys)
+    assert line.startswith("recipes/cuprobe/recipe.yaml:6:16: source.path: 'source' leads outside the recipe's folder")
+
+
+def test_two_recipes_of_one_name_name_each_other(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copytree(project / "recipes" / "cuprobe", project / "recipes" / "cuprobe-copy")
+    lines = _plan_errors(project, capsys)
+    assert lines == [
+        "recipes/cuprobe-copy/recipe.yaml:2:7: name: 'cuprobe' is also the name of recipes/cuprobe/recipe.yaml — "
+        "give each recipe its own name",
+        "recipes/cuprobe/recipe.yaml:2:7: name: 'cuprobe' is also the name of recipes/cuprobe-copy/recipe.yaml — "
+        "give each recipe its own name",
+    ]
+
+
+def test_rendered_files_are_readable_by_everyone(project: Path) -> None:
+    assert main(["--root", str(project), "render"]) == 0
+    out = project / "build" / "variants"
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert all(p.stat().st_mode & 0o004 for p in out.rglob("*"))
+
+
+# Fuzzing: random mutations of the real matrix and recipe must give exit 2 with file:line:col, or succeed —
+# never a traceback, never a hang. Seeded, so that a failure reproduces; bounded in time.
+FUZZ_SEED = 20261122
+FUZZ_CASES = 150
+FUZZ_SECONDS = 90
+TOKENS = [":", "- ", "[", "]", "{", "}", "&a ", "*a", '"', "'", "\t", "#", "!!python/object ", "~", "3.1", "12", "\\"]
+PROBLEM_LINE = re.compile(r"^[^\s:][^:]*:\d+:\d+: \S")
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
+    lines = data.split(b"\n")
+    operation = rng.randrange(7)
+    i = rng.randrange(len(lines))
+    if operation == 0:
+        del lines[i]
+    elif operation == 1:
+        lines.insert(i, lines[rng.randrange(len(lines))])
+    elif operation == 2:
+        j = rng.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+    elif operation == 3 and lines[i]:
+        at = rng.randrange(len(lines[i]))
+        lines[i] = lines[i][:at] + rng.choice(TOKENS).encode() + lines[i][at + 1 :]
+    elif operation == 4:
+        lines[i] = lines[i] + bytes([rng.randrange(128, 256)])  # not UTF-8
+    elif operation == 5:
+        lines = lines[: rng.randrange(len(lines) + 1)]  # truncated
+    else:
+        lines[i] = b" " * rng.randrange(1, 6) + lines[i]  # indentation
+    return b"\n".join(lines)
+
+
+@pytest.mark.parametrize("target", ["matrix.yaml", "recipes/cuprobe/recipe.yaml"])
+def test_fuzzed_inputs_give_a_position_or_succeed(
+    target: str, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(f"{FUZZ_SEED}-{target}")
+    path = project / target
+    original = path.read_bytes()
+    started = time.monotonic()
+    outcomes = {0: 0, 2: 0}
+    for case in range(FUZZ_CASES):
+        if time.monotonic() - started > FUZZ_SECONDS:
+            break
+        mutated = original
+        for _ in range(rng.randrange(1, 4)):
+            mutated = _mutate(mutated, rng)
+        path.write_bytes(mutated)
+        capsys.readouterr()
+        status = main(["--root", str(project), "plan"])  # an exception here fails the test with its traceback
+        captured = capsys.readouterr()
+        assert status in outcomes, (case, status, captured.err)
+        outcomes[status] += 1
+        if status == 2:
+            lines = captured.err.splitlines()
+            assert lines and all(PROBLEM_LINE.match(line) for line in lines), (case, mutated, captured.err)
+    assert outcomes[2] > 0  # the mutations do break things, and are reported

@@ -25,7 +25,7 @@ from wheelfactory.audit import WheelAudit, audit_wheel
 from wheelfactory.build import inject_loader
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
-from wheelfactory.components import toolkit_table
+from wheelfactory.components import component_table, toolkit_table
 from wheelfactory.pe import def_file, exports, read_pe
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.provision import Toolkit, provision
@@ -270,25 +270,36 @@ def test_delvewheel_vendors_the_helper_but_no_cuda_dll_and_the_loader_is_right(
     audit = _audit(repaired, variant, toolkit)
     assert audit.passed, audit.all_problems()
 
-    # The loader, run as on Windows: sys.platform and os.add_dll_directory stand in for a Windows host.
+    # The loader, run as on Windows: sys.platform and os.add_dll_directory stand in for a Windows host. First
+    # with NVIDIA's DLLs beside the package, then with them in another sys.path entry (pip install --target).
     site = tmp_path / "site-packages"
     with zipfile.ZipFile(repaired) as archive:
         archive.extractall(site)
-    for rel in loader_dirs:
-        (site / rel).mkdir(parents=True, exist_ok=True)
+    target = tmp_path / "target"
+    for name in variant.components(optional=False):
+        layout = component_table().get(name, major).windows  # type: ignore[union-attr]
+        assert layout is not None and layout.dll_dir
+        for root in (site, target):
+            (root / layout.dll_dir).mkdir(parents=True, exist_ok=True)
+            (root / layout.dll_dir / layout.libraries[0]).write_bytes(b"")
     (tmp_path / "cuda_path" / "bin").mkdir(parents=True)
-    added: list[str] = []
     monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr(os, "add_dll_directory", lambda d: added.append(d) or d, raising=False)
     monkeypatch.setenv("CUDA_PATH", str(tmp_path / "cuda_path"))
-    loader = types.ModuleType("winprobe._cuda_variant")
-    loader.__file__ = str(site / "winprobe" / VARIANT_MODULE)
     code = (site / "winprobe" / VARIANT_MODULE).read_text()
-    exec(compile(code, loader.__file__, "exec"), loader.__dict__)
-    expected = [str(site.joinpath(*rel.split("/"))) for rel in loader_dirs] + [str(tmp_path / "cuda_path" / "bin")]
-    assert added == expected
-    loader.__dict__["_add_cuda_dll_directories"]()  # idempotent
-    assert added == expected
+    cuda_path_bin = str(tmp_path / "cuda_path" / "bin")
+    for root, sys_path in ((site, [str(site)]), (target, [str(target), str(site)])):
+        if root == target:
+            shutil.rmtree(site / "nvidia")
+        monkeypatch.setattr(sys, "path", sys_path)
+        added: list[str] = []
+        monkeypatch.setattr(os, "add_dll_directory", lambda d, added=added: added.append(d) or d, raising=False)
+        loader = types.ModuleType("winprobe._cuda_variant")
+        loader.__file__ = str(site / "winprobe" / VARIANT_MODULE)
+        exec(compile(code, loader.__file__, "exec"), loader.__dict__)
+        expected = [str(root.joinpath(*rel.split("/"))) for rel in loader_dirs] + [cuda_path_bin]
+        assert added == expected
+        loader.__dict__["_find_cuda"]()  # idempotent
+        assert added == expected
     assert "from . import _cuda_variant" in (site / "winprobe" / "__init__.py").read_text()
 
 

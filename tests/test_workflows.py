@@ -97,7 +97,9 @@ def _shell_command(step: dict[str, Any], job: dict[str, Any]) -> str:
     """What bash runs for this plan entry: the step's env expressions evaluated, then the variables expanded."""
     values = {"SESSION": job["session"], "ARGS": " ".join(job["args"])}
     assert step["env"] == {"SESSION": "${{ matrix.session }}", "ARGS": "${{ join(matrix.args, ' ') }}"}
-    command = step["run"].replace('"$SESSION"', values["SESSION"]).replace("$ARGS", values["ARGS"])
+    line = next(line for line in step["run"].splitlines() if line.strip().startswith("nox -s"))
+    line = line.split(" || ")[0]  # the status is kept for the step that explains it
+    command = line.replace('"$SESSION"', values["SESSION"]).replace("$ARGS", values["ARGS"])
     return " ".join(command.split())
 
 
@@ -170,3 +172,15 @@ def test_concurrency_cancels_superseded_pull_requests_but_never_a_tag_run() -> N
     publish = release["jobs"]["publish"]
     assert publish["if"] == "startsWith(github.ref, 'refs/tags/v')"
     assert publish["environment"]["name"] == "pypi"
+
+
+def test_the_exit_statuses_are_documented_and_explained_in_ci() -> None:
+    readme = (REPO / "README.md").read_text()
+    for status, meaning in ((0, "passed"), (1, "rejected"), (2, "bad input"), (3, "failed")):
+        assert re.search(rf"^\| `{status}` \|[^\n]*{meaning}", readme, flags=re.MULTILINE), status
+    build = _load(REPO / ".github/workflows/build.yml")
+    steps = build["jobs"]["build"]["steps"]
+    explain = next(s for s in steps if s.get("name") == "what the exit status means")
+    assert all(f"{status})" in explain["run"] for status in (1, 2, 3))
+    report = next(s for s in steps if s.get("with", {}).get("name", "").startswith("report-"))
+    assert report["if"] == "always()" and "dist/report.json" in report["with"]["path"]

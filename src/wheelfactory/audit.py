@@ -242,7 +242,7 @@ def _loader_problems(wheel: Path, variant: Variant) -> list[str]:
         folder = package.replace(".", "/")
         loader = read_member(wheel, f"{folder}/{VARIANT_MODULE}") or ""
         init = read_member(wheel, f"{folder}/__init__.py") or ""
-        if "_add_cuda_dll_directories" not in loader:
+        if "_add_dll_directories" not in loader:
             problems.append(
                 f"no DLL-path loader ({VARIANT_MODULE}) in {package}: its extensions cannot find NVIDIA's DLLs"
             )

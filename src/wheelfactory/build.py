@@ -19,16 +19,16 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-from . import host
+from . import host, msvc
 from .audit import declared_problems
 from .built import BuildRun, BuiltWheel
-from .components import platforms
+from .components import platforms, toolkit_table
 from .errors import ToolFailure, UserError
 from .plan import Cell, Variant
 from .progress import step
 from .provision import Toolkit
 from .render import PREPARE_SCRIPT, STATS_SCRIPT, VARIANT_MODULE, RenderedVariant
-from .sources import package_dir, source_tree
+from .sources import package_dir, source_date_epoch, source_tree
 from .wheelfile import WheelName
 
 # What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
@@ -164,9 +164,11 @@ def run_cibuildwheel(
     stats = logs / f"{variant.dist_name}-{platform_name}-compiler-cache.json"
     stats.unlink(missing_ok=True)
 
+    epoch = source_date_epoch(variant.recipe.source, variant.recipe_dir)
     env = dict(os.environ)
     env.update(
         {
+            "SOURCE_DATE_EPOCH": str(epoch),  # the wheels' timestamps: the same source builds the same bytes
             "CIBW_BUILD": " ".join(c.identifier for c in cells),
             f"CIBW_ARCHS_{info.os.upper()}": info.cibw_arch,
             "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix),
@@ -175,10 +177,16 @@ def run_cibuildwheel(
             "WHEELFACTORY_COMPILER_CACHE_STATS": str(stats.resolve()) if compiler_cache else "",
         }
     )
+    host_compiler = None
     if info.os == "linux":
         assert image is not None and info.image_option is not None
         env["CIBW_CONTAINER_ENGINE"] = host.container_engine()
         env["CIBW_" + info.image_option.upper().replace("-", "_")] = image
+    else:  # on the Windows host itself: the MSVC toolset this release's nvcc accepts, set up by vcvarsall.bat
+        release = toolkit_table().releases[variant.cuda.toolkit]
+        chosen_msvc = msvc.environment(variant.cuda.toolkit, release.msvc, variant.recipe.allow_unsupported_compiler)
+        env.update(chosen_msvc.environment)
+        host_compiler = f"MSVC {chosen_msvc.toolset}"
     env.update(extra_env or {})
     # cibuildwheel wants the package inside its working directory, and tars that whole directory.
     cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out.resolve()), "."]
@@ -204,11 +212,38 @@ def run_cibuildwheel(
     run = BuildRun(
         log,
         time.monotonic() - started,
-        chosen["compiler"] if chosen else None,
+        chosen["compiler"] if chosen else host_compiler,
         compiler_cache_stats(stats) if compiler_cache else None,
+        epoch,
     )
     per_wheel = round(run.seconds / len(cells), 1)
     return [
         BuiltWheel(variant, cell, path, image, toolkit, run, timings={"build": per_wheel})
         for cell, path in _wheels_by_cell(out, cells, log).items()
     ]
+
+
+# Where the Windows build container sees the project and the factory's cache.
+CONTAINER_PROJECT = "C:\\project"
+CONTAINER_CACHE = "C:\\wheelfactory-cache"
+
+
+def windows_container_command(
+    engine: str, image: str, root: Path, cache: Path, cuda: int, args: list[str]
+) -> list[str]:
+    """The same build, run by nox inside a Windows build container (docker/windows/Dockerfile) on a Windows
+    Docker host: the project and the factory's cache are mounted, so wheels land in the project's dist/ and
+    downloads stay warm between runs."""
+    command = [
+        engine,
+        "run",
+        "--rm",
+        "--volume",
+        f"{root}:{CONTAINER_PROJECT}",
+        "--volume",
+        f"{cache}:{CONTAINER_CACHE}",
+    ]
+    command += ["--env", f"WHEELFACTORY_CACHE={CONTAINER_CACHE}"]
+    command += ["--env", f"CIBW_CACHE_PATH={CONTAINER_CACHE}\\cibuildwheel"]  # the CPythons cibuildwheel fetches
+    command += ["--workdir", CONTAINER_PROJECT, image]
+    return [*command, "python", "-m", "nox", "-s", f"build-cuda{cuda}", "--", *args]

@@ -26,6 +26,7 @@ class BuildRun:
     seconds: float
     host_compiler: str | None  # nvcc's host compiler, as the build container chose it (Linux)
     compiler_cache: dict[str, object] | None  # the cache's hits and misses over the run; None without one
+    source_date_epoch: int | None = None  # every timestamp in the wheels (SOURCE_DATE_EPOCH)
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,6 +68,8 @@ def cmd_image(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from .pipeline import BuildRequest, build
 
+    if args.container:
+        return _build_in_container(args)
     request = BuildRequest(
         _root(args),
         args.cuda,
@@ -79,6 +82,26 @@ def cmd_build(args: argparse.Namespace) -> int:
     )
     records = build(request)
     return 0 if records and all(r.passed for r in records) else 1
+
+
+def _build_in_container(args: argparse.Namespace) -> int:
+    """`build --platform windows --container IMAGE`: the same build inside a Windows build container."""
+    from . import host
+    from .build import windows_container_command
+
+    if args.platform != "windows":
+        raise UserError("--container is for Windows builds (--platform windows); Linux builds run in --image")
+    if host.platform_name() != "windows-amd64":
+        raise UserError("a Windows build container runs on a Windows Docker host — this one is not")
+    inner = [a for python in args.python for a in ("--python", python)]
+    inner += [a for recipe in args.recipe for a in ("--recipe", recipe)]
+    inner += ["--platform", "windows", *(["--matrix", args.matrix] if args.matrix else [])]
+    inner += ["--no-compiler-cache"] if args.no_compiler_cache else []
+    command = windows_container_command(
+        host.container_engine(), args.container, _root(args).resolve(), host.cache_dir(), args.cuda, inner
+    )
+    console.print(" ".join(command), markup=False)
+    return subprocess.run(command, check=False).returncode
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
@@ -132,6 +155,7 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--image", help="Linux build image (overrides the matrix's)")
     build.add_argument("--platform", choices=["linux", "windows"], help="defaults to this host's")
     build.add_argument("--matrix", help="another matrix file")
+    build.add_argument("--container", help="Windows: run the build inside this Windows build container image")
     build.add_argument(
         "--no-compiler-cache", action="store_true", help="compile everything afresh, without the compiler cache"
     )

@@ -152,6 +152,7 @@ class ToolkitRelease(_Frozen):
     redist: str | None = None  # the release label of NVIDIA's redistributable archives, e.g. 12.4.1
     debian: DebianRelease | None = None
     gcc: int  # the newest GCC major this release's nvcc accepts as host compiler
+    msvc: str  # the newest MSVC toolset (14.XY) this release's nvcc accepts
     archs: tuple[int, int]  # the oldest and newest sm_XY this release's nvcc compiles for
 
 
@@ -204,3 +205,18 @@ def platforms() -> dict[str, Platform]:
     raw = _data("platforms.yaml")
     assert isinstance(raw, dict)
     return {name: Platform.model_validate(entry) for name, entry in raw.items()}
+
+
+class CPythonRange(_Frozen):
+    oldest: str
+    newest: str
+
+    def releases(self) -> list[str]:
+        """Every 3.X from oldest to newest."""
+        low, high = (int(v.split(".")[1]) for v in (self.oldest, self.newest))
+        return [f"3.{minor}" for minor in range(low, high + 1)]
+
+
+@cache
+def cpython_range() -> CPythonRange:
+    return CPythonRange.model_validate(_data("cpython.yaml"))

@@ -11,7 +11,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .errors import ToolFailure, UserError
+from filelock import FileLock
+
+from .errors import ToolFailure
 
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 TAIL_LINES = 20
@@ -20,6 +22,29 @@ TAIL_LINES = 20
 def cache_dir() -> Path:
     """The reusable cache of toolkits, wheels and sources (WHEELFACTORY_CACHE moves it)."""
     return Path(os.environ.get("WHEELFACTORY_CACHE", Path.home() / ".cache" / "wheelfactory")).resolve()
+
+
+def cache_lock(name: str) -> FileLock:
+    """A lock over one entry of the cache (a toolkit, a source, the wheel downloads): builds that share the cache
+    (two majors at once, two checkouts) take turns at it. The lock is the operating system's, so a killed build
+    holds it no longer."""
+    folder = cache_dir() / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(folder / f"{name}.lock")
+
+
+def place(source: Path, target: Path) -> None:
+    """Copy `source` to `target` as one step: a copy beside the target, renamed over it, so that a killed run
+    leaves the old file or the new one, never half of one."""
+    partial = target.with_name(f".{target.name}.partial")
+    shutil.copyfile(source, partial)
+    os.replace(partial, target)
+
+
+def remove_partials(folder: Path) -> None:
+    """What a killed `place` left behind."""
+    for leftover in folder.glob(".*.partial"):
+        leftover.unlink(missing_ok=True)
 
 
 def compiler_cache_dir() -> Path:
@@ -45,7 +70,7 @@ def container_engine() -> str:
     for engine in ("docker", "podman"):
         if shutil.which(engine):
             return engine
-    raise UserError("neither docker nor podman is installed — install one (Debian: apt-get install docker.io)")
+    raise ToolFailure("neither docker nor podman is installed — install one (Debian: apt-get install docker.io)")
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:

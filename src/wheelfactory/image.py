@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import host
-from .errors import UserError
+from .errors import ToolFailure, UserError
 from .host import machine
 from .plan import cpython_tag
 from .progress import step
@@ -94,7 +94,7 @@ def host_ca_bundle() -> Path:
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    raise UserError("no CA bundle found on this host — install ca-certificates or set PIP_CERT")
+    raise ToolFailure("no CA bundle found on this host — install ca-certificates or set PIP_CERT")
 
 
 PULL_TIMEOUT_S = 300
@@ -115,7 +115,7 @@ def ensure_image(image: str) -> None:
         pulled = host.run([host.container_engine(), "pull", image], "pulling", check=False, timeout=PULL_TIMEOUT_S)
         if pulled.returncode != 0:
             reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
-            raise UserError(
+            raise ToolFailure(
                 f"cannot pull the build image {image}: {reason} — on a host without registry access, "
                 "build the offline image with `nox -s image` and pass `-- --image manylinux-offline:latest`"
             )
@@ -146,14 +146,14 @@ def check_interpreters(image: str, pythons: list[str]) -> None:
 
 def build_image(tag: str, workdir: Path) -> None:
     if os.geteuid() != 0:
-        raise UserError("building the offline image needs root (debootstrap and chroot) — run it as root")
+        raise ToolFailure("building the offline image needs root (debootstrap and chroot) — run it as root")
     if shutil.which("debootstrap") is None:
-        raise UserError("debootstrap is not installed — apt-get install debootstrap")
+        raise ToolFailure("debootstrap is not installed — apt-get install debootstrap")
     engine = host.container_engine()
     pythons = host_pythons()
     versions = [p.version for p in pythons]
     if "3.9" not in versions:
-        raise UserError(
+        raise ToolFailure(
             "no self-contained CPython 3.9 on this host; cibuildwheel needs it inside the image — "
             "install one with pyenv (pyenv install 3.9)"
         )

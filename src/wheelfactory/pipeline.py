@@ -108,6 +108,8 @@ def build(request: BuildRequest) -> list[WheelRecord]:
             check_interpreters(image, [c.python for c in cells])
     rendered = {r.variant.dist_name: r for r in render_plan(plan, request.root)}
     dist = request.root / "dist"
+    if dist.is_dir():
+        host.remove_partials(dist)  # what a killed run was copying
     records: list[WheelRecord] = []
     for variant, cells, image in jobs:
         records += _build_variant(rendered[variant.dist_name], cells, image, request, dist)
@@ -135,11 +137,14 @@ def _build_variant(
             repair(built, repaired_dir)
         built.timings = {"provision": provision_s, **built.timings, "repair": round(time.monotonic() - started, 1)}
     records = check_wheels(wheels)
+    # The report first, then each wheel that passed, placed whole: a run killed at any moment leaves in dist/
+    # only wheels the report says passed.
+    write_report(records, dist)
     for record in records:
-        (dist / record.wheel).unlink(missing_ok=True)
         if record.passed:
-            dist.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(record.built.path, dist / record.wheel)
+            host.place(record.built.path, dist / record.wheel)
+        else:
+            (dist / record.wheel).unlink(missing_ok=True)
     return records
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 from .components import OS, component_table, platforms, toolkit_table
 from .errors import InputError, Problem
@@ -260,7 +261,24 @@ def copy_inputs(root: Path, target: Path) -> Path:
 
 
 def recipe_paths(root: Path) -> list[Path]:
-    return sorted((root / "recipes").glob("*/recipe.yaml"))
+    """recipes/<name>/recipe.yaml of every recipe folder, whatever it is: a directory or a link to nothing there
+    is reported by the loader, not skipped. A folder without one is an error of its own (see make_plan)."""
+    folder = root / "recipes"
+    if not folder.is_dir():
+        return []
+    return sorted(d / "recipe.yaml" for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+
+def _without_recipe(paths: list[Path], root: Path) -> list[Problem]:
+    problems = []
+    for path in paths:
+        if not path.exists() and not path.is_symlink():
+            shown = path.parent.relative_to(root).as_posix()
+            others = sorted(p.name for p in path.parent.iterdir() if p.suffix in (".yaml", ".yml"))
+            hint = f" (it has {', '.join(others)})" if others else ""
+            message = f"no recipe.yaml{hint} — add one, or move the folder out of recipes/"
+            problems.append(Problem(f"{shown}/", 1, 1, message))
+    return problems
 
 
 def make_plan(root: Path, matrix_path: Path | None = None, recipe_names: list[str] | None = None) -> Plan:
@@ -286,16 +304,32 @@ def make_plan(root: Path, matrix_path: Path | None = None, recipe_names: list[st
         paths = [by_name[n] for n in recipe_names]
     if not paths:
         raise InputError([Problem("recipes", 1, 1, "no recipes found — add recipes/<name>/recipe.yaml")])
-    problems: list[Problem] = []
-    recipes: list[tuple[Recipe, Path]] = []
+    problems = _without_recipe(paths, root)
+    paths = [p for p in paths if p.exists() or p.is_symlink()]
+    loaded: list[tuple[Loaded[Recipe], Path]] = []
     for path in paths:
         try:
-            recipes.append((load_recipe(path, root, matrix.value).value, path.parent))
+            loaded.append((load_recipe(path, root, matrix.value), path.parent))
         except InputError as exc:
             problems.extend(exc.problems)
+    problems += _same_names(loaded)
     if problems:
         raise InputError(problems)
-    return Plan(matrix, tuple(_variants(matrix.value, recipes)))
+    return Plan(matrix, tuple(_variants(matrix.value, [(r.value, folder) for r, folder in loaded])))
+
+
+def _same_names(loaded: list[tuple[Loaded[Recipe], Path]]) -> list[Problem]:
+    """Two recipes may not make the same distribution: each names the other."""
+    by_name: dict[str, list[Loaded[Recipe]]] = {}
+    for recipe, _ in loaded:
+        by_name.setdefault(canonicalize_name(recipe.value.name), []).append(recipe)
+    problems = []
+    for same in by_name.values():
+        for recipe in same if len(same) > 1 else ():
+            others = ", ".join(str(o.source.file) for o in same if o is not recipe)
+            message = f"{recipe.value.name!r} is also the name of {others} — give each recipe its own name"
+            problems.append(recipe.source.problem(("name",), message))
+    return problems
 
 
 def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Variant]:

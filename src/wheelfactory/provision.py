@@ -479,15 +479,18 @@ def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
         pending += [Requirement(line) for line in metadata(available[distribution]).get_all("Requires-Dist") or []]
     key = hashlib.sha256(json.dumps(sorted(w.name for w in chosen.values())).encode()).hexdigest()[:12]
     site = toolkit.site.parent / "runtime" / key
-    if not site.is_dir():
-        scratch = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=_made(site.parent)))
-        try:
-            for distribution_wheel in chosen.values():
-                unpack(distribution_wheel, scratch)
-            scratch.chmod(0o755)
-            scratch.rename(site)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+    with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
+        if not site.is_dir():
+            for leftover in _made(site.parent).glob(f".{key}-*"):  # a killed run's
+                shutil.rmtree(leftover, ignore_errors=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=site.parent))
+            try:
+                for distribution_wheel in chosen.values():
+                    unpack(distribution_wheel, scratch)
+                scratch.chmod(0o755)
+                scratch.rename(site)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
     return site
 
 
@@ -516,22 +519,33 @@ def compiler_cache(os_name: OS, arch: str) -> Path | None:
 
 
 def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> Toolkit:
-    release = variant.cuda.toolkit
+    """The toolkit of `variant`'s release for that OS and arch, provisioned once into the cache. Builds sharing
+    the cache take turns (a lock per toolkit); what a killed one left half-done is cleared by the next."""
     reqs = requirements(variant, os_name)
+    key = hashlib.sha256(json.dumps([reqs, constraints(variant, os_name), os_name, arch]).encode()).hexdigest()[:16]
+    with host.cache_lock(f"toolkit-cuda{variant.cuda.toolkit}-{os_name}-{arch}-{key}"):
+        return _provision(variant, os_name, arch, reqs, key)
+
+
+def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: str) -> Toolkit:
+    release = variant.cuda.toolkit
     platform = next(name for name, p in platforms().items() if p.os == os_name and p.cibw_arch == arch)
     root = host.cache_dir()
     wheel_dir = root / "wheels"
-    key = hashlib.sha256(json.dumps([reqs, constraints(variant, os_name), os_name, arch]).encode()).hexdigest()[:16]
-    lock = root / "locks" / f"cuda{release}-{os_name}-{arch}-{key}.json"
+    listing = root / "locks" / f"cuda{release}-{os_name}-{arch}-{key}.json"  # the wheels this toolkit is made of
     downloaded = False
     wheels: list[Path] = []
-    if lock.is_file():
-        wheels = [wheel_dir / name for name in json.loads(lock.read_text())["wheels"]]
+    if listing.is_file():
+        wheels = [wheel_dir / name for name in json.loads(listing.read_text())["wheels"]]
     if not wheels or not all(w.is_file() for w in wheels):
-        with step(f"download CUDA {release} wheels: {', '.join(r.split('=')[0].rstrip('<>!~') for r in reqs)}"):
+        names = ", ".join(r.split("=")[0].rstrip("<>!~") for r in reqs)
+        # One pip at a time writes into the shared wheel folder.
+        with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
             wheels = _download(reqs, os_name, arch, wheel_dir, constraints(variant, os_name))
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        lock.write_text(json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1))
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        partial = listing.with_suffix(".partial")
+        partial.write_text(json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1))
+        partial.replace(listing)
         downloaded = True
     origin = nvcc_origin(variant, wheels, os_name, arch, platform)
     versions = {str(parse_wheel_filename(w.name)[0]): str(parse_wheel_filename(w.name)[1]) for w in wheels}
@@ -540,6 +554,8 @@ def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> 
     record = toolkit_dir / "toolkit.json"
     if not record.is_file():
         toolkit_dir.parent.mkdir(parents=True, exist_ok=True)
+        for leftover in toolkit_dir.parent.glob(f".{toolkit_dir.name}-*"):  # a killed run's; the lock is ours
+            shutil.rmtree(leftover, ignore_errors=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{toolkit_dir.name}-", dir=toolkit_dir.parent))
         try:
             with step(f"lay out the CUDA {release} toolkit ({origin.source} nvcc) in {toolkit_dir}"):

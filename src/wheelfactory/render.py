@@ -258,6 +258,7 @@ def _context(variant: Variant, matrix_file: str, root: Path, tree: Path) -> dict
         # What setup.py keeps providing when the source has no [project] table of its own.
         "dynamic": setup_py_fields(tree),
         "gpu_checks": [(check.name, check.run) for check in variant.recipe.gpu_checks],
+        "module_name": f"{variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}",
         "components": _component_specs(variant, optional=False),
         "optional": _component_specs(variant, optional=True),
     }
@@ -272,28 +273,24 @@ def environment(root: Path) -> jinja2.Environment:
     )
     # JSON strings and arrays are valid TOML basic strings and inline arrays.
     env.filters["toml"] = lambda value: json.dumps(value, ensure_ascii=False)
-    env.filters["pytuple"] = _python_tuple
+    # A Python literal of strings, tuples, dicts and None: repr is deterministic for them.
+    env.filters["pyrepr"] = repr
     return env
 
 
-def _python_tuple(values: tuple[object, ...]) -> str:
-    """A Python tuple literal (None stays None; strings are JSON-quoted, which Python reads as well)."""
-    items = ["None" if v is None else _python_tuple(v) if isinstance(v, tuple) else json.dumps(v) for v in values]
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def _component_specs(variant: Variant, *, optional: bool) -> dict[str, tuple[object, ...]]:
-    specs: dict[str, tuple[object, ...]] = {}
+def _component_specs(variant: Variant, *, optional: bool) -> dict[str, dict[str, object]]:
+    """What the variant module needs of each component: its distribution, and per OS its folder in
+    site-packages and its library files (the component's own first)."""
+    specs: dict[str, dict[str, object]] = {}
     for name in variant.components(optional=optional):
         entry = component_table().get(name, variant.major)
         assert entry is not None
         linux, windows = entry.linux, entry.windows
-        specs[name] = (
-            entry.distribution,
-            linux.lib_dir if linux else None,
-            windows.dll_dir if windows else None,
-            tuple(linux.libraries) if linux else (),
-        )
+        specs[name] = {
+            "distribution": entry.distribution,
+            "linux": (linux.lib_dir, tuple(linux.libraries)) if linux and linux.lib_dir else None,
+            "windows": (windows.dll_dir, tuple(windows.libraries)) if windows and windows.dll_dir else None,
+        }
     return specs
 
 
@@ -463,6 +460,7 @@ def write(rendered: list[RenderedVariant], out_dir: Path) -> None:
                 path = staging / r.variant.dist_name / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8", newline="\n")
+        staging.chmod(0o755)  # mkdtemp makes it 0700: the rendered files are for everyone to read
         old = out_dir.with_name(out_dir.name + ".old")
         if out_dir.exists():
             out_dir.rename(old)

@@ -109,7 +109,7 @@ def repair(built: BuiltWheel, out_dir: Path) -> None:
         target = out_dir / built.path.name
         target.unlink(missing_ok=True)
         if changes:
-            built.path = pack(tree, out_dir)
+            built.path = pack(tree, out_dir, built.run.source_date_epoch if built.run else None)
         elif built.path.parent.resolve() != out_dir.resolve():
             shutil.copy2(built.path, target)
             built.path = target

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from filelock import FileLock
 from packaging.utils import parse_wheel_filename
 from rich.table import Table
 
@@ -36,7 +37,7 @@ class WheelRecord:
     def why_not(self) -> list[str]:
         reasons = [f"audit: {p}" for p in self.audit.all_problems()] if self.audit is not None else []
         for tier in self.smoke:
-            reasons += [f"smoke tier {tier.tier}: {c.name}: {c.detail}" for c in tier.checks if not c.ok]
+            reasons += [f"smoke {tier.label}: {c.name}: {c.detail}" for c in tier.checks if not c.ok]
         return reasons
 
     def as_json(self) -> dict[str, object]:
@@ -55,6 +56,7 @@ class WheelRecord:
             "binaries": binaries,
             "rpath_changes": [asdict(c) for c in built.rpath_changes],
             "build_log": str(built.run.log) if built.run else "",
+            "source_date_epoch": built.run.source_date_epoch if built.run else None,
             "toolkit": toolkit_json(built),
             "audit": audit,
             "smoke": [t.as_json() for t in self.smoke],
@@ -80,9 +82,14 @@ def toolkit_json(built: BuiltWheel) -> dict[str, object]:
 
 
 def write_report(records: list[WheelRecord], dist: Path) -> Path:
-    """Merge this run's records into dist/report.json, replacing earlier entries for the same wheels."""
+    """Merge this run's records into dist/report.json, replacing earlier entries for the same wheels. Builds
+    writing to one dist/ at once take turns; the file is replaced whole, never rewritten in place."""
     dist.mkdir(parents=True, exist_ok=True)
-    path = dist / REPORT_NAME
+    with FileLock(dist / f".{REPORT_NAME}.lock"):
+        return _merge_report(records, dist / REPORT_NAME)
+
+
+def _merge_report(records: list[WheelRecord], path: Path) -> Path:
     entries: dict[str, object] = {}
     if path.is_file():
         try:
@@ -103,8 +110,9 @@ def summary(records: list[WheelRecord]) -> None:
     for column in ("size", "audit", "smoke 1/2/3", "time", "result"):
         table.add_column(column, no_wrap=True)
     for r in records:
-        tiers = {t.tier: t for t in r.smoke}
-        smoke = "/".join(("pass" if tiers[n].passed else "FAIL") if n in tiers else "—" for n in (1, 2, 3))
+        # Tier 2 runs once per layout of the CUDA wheels: it passes when every layout passed.
+        tiers = {n: [t for t in r.smoke if t.tier == n] for n in (1, 2, 3)}
+        smoke = "/".join(("pass" if all(t.passed for t in ts) else "FAIL") if ts else "—" for ts in tiers.values())
         audit = "—" if r.audit is None else ("pass" if r.audit.passed else "FAIL")
         result = "[green]in dist/[/green]" if r.passed else "[red]rejected[/red]"
         size = r.built.path.stat().st_size / 1e6

@@ -31,6 +31,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Protocol
@@ -57,11 +58,13 @@ class Check:
     name: str
     ok: bool
     detail: str
+    libraries: list[str] = field(default_factory=list)  # the CUDA libraries mapped after it ran (Linux)
 
 
 @dataclass
 class TierResult:
     tier: int
+    layout: str | None = None  # tier 2: where the CUDA wheels are (see Layout)
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -69,8 +72,23 @@ class TierResult:
     def passed(self) -> bool:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
+    @property
+    def label(self) -> str:
+        return f"tier {self.tier}" + (f" ({self.layout})" if self.layout else "")
+
     def as_json(self) -> dict[str, object]:
         return {**asdict(self), "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way pip may have laid out the CUDA wheels relative to the venv the wheel is installed in."""
+
+    name: str  # "venv": in the venv itself; "system-site-packages": in the base under a --system-site-packages
+    #            venv; "target": in a folder `pip install --target` filled, on PYTHONPATH
+    python: str  # the venv's interpreter
+    site: str  # the folder holding nvidia/: every CUDA library mapped must come from under it
+    pythonpath: str | None = None
 
 
 class Machine(Protocol):
@@ -79,12 +97,8 @@ class Machine(Protocol):
     wheel: str  # the wheel under test, as this machine sees it
     requirements: str | None  # the folder of its non-CUDA requirements' wheels, as this machine sees it
 
-    def create_venvs(self) -> tuple[str, str]:
-        """(a bare venv's Python, the CUDA venv's Python)."""
-        ...
-
-    def site(self) -> str:
-        """The CUDA venv's site-packages: where every CUDA library loaded in tier 2 must come from."""
+    def create_venvs(self) -> tuple[str, list[Layout]]:
+        """(a bare venv's Python, the layouts of the CUDA wheels, each with a venv of its own)."""
         ...
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]: ...
@@ -98,8 +112,10 @@ class ContainerMachine:
     """Linux: a fresh container of the build image, with no network.
 
     The host may have CUDA installed (a toolkit in ld.so.conf, say), which would let a broken wheel pass tier 1;
-    a container of the build image has none. The wheel, the toolkit's runtime site and the probe are mounted
-    read-only; the runtime site's nvidia/ is mounted where pip would have put it in the CUDA venv.
+    a container of the build image has none (a test puts one there, to show it masks nothing). The wheel, the
+    toolkit's runtime site and the probe are mounted read-only; the runtime site's nvidia/ is mounted where pip
+    would have put it for each layout — the CUDA venv's site-packages, the base interpreter's (under a
+    --system-site-packages venv) and a --target folder — with the distributions' metadata linked beside it.
     """
 
     def __init__(self, image: str, wheel: Path, runtime: Path, python: str, requirements: Path | None) -> None:
@@ -107,12 +123,17 @@ class ContainerMachine:
         self.python_version = python
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
-        self.base = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}/bin/python"
-        self.cuda_venv = "/smoke/cuda"
+        prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
+        self.base = f"{prefix}/bin/python"
+        self.sites = {
+            "venv": f"/smoke/cuda/lib/python{python}/site-packages",
+            "system-site-packages": f"{prefix}/lib/python{python}/site-packages",
+            "target": "/smoke/target",
+        }
         with as_file(PROBE_SOURCE) as probe:
             mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{runtime}:/smoke/runtime:ro", f"{probe}:/smoke/probe.py:ro"]
             if (runtime / "nvidia").is_dir():
-                mounts.append(f"{runtime / 'nvidia'}:{self.site()}/nvidia:ro")
+                mounts += [f"{runtime / 'nvidia'}:{site}/nvidia:ro" for site in self.sites.values()]
             if requirements:
                 mounts.append(f"{requirements}:{self.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
@@ -120,24 +141,30 @@ class ContainerMachine:
             started = host.run([*command, image, "sleep", "infinity"], f"starting a smoke container of {image}")
         self.container = started.stdout.strip()
 
-    def site(self) -> str:
-        return f"{self.cuda_venv}/lib/python{self.python_version}/site-packages"
-
     def _exec(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
         return host.run(
             [self.engine, "exec", "--workdir", "/tmp", self.container, *argv], "smoke", check=False, timeout=timeout
         )
 
-    def create_venvs(self) -> tuple[str, str]:
+    def create_venvs(self) -> tuple[str, list[Layout]]:
         # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
+        venv = f"{self.base} -m venv --without-pip"
+        link = " ".join(f'ln -s "$entry" {site}/;' for site in self.sites.values())
         script = (
-            f"{self.base} -m venv --without-pip /smoke/bare && {self.base} -m venv --without-pip {self.cuda_venv} && "
-            f'for entry in /smoke/runtime/*; do [ "${{entry##*/}}" = nvidia ] || ln -s "$entry" {self.site()}/; done'
+            f"{venv} /smoke/bare && {venv} /smoke/cuda && {venv} --system-site-packages /smoke/layered && "
+            f"{venv} /smoke/targeted && mkdir -p {self.sites['target']} && "
+            "for entry in /smoke/runtime/*; do "
+            f'[ ! -e "$entry" ] || [ "${{entry##*/}}" = nvidia ] || {{ {link} }}; done'
         )
         created = self._exec(["sh", "-c", script])
         if created.returncode != 0:
             raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
-        return "/smoke/bare/bin/python", f"{self.cuda_venv}/bin/python"
+        layouts = [
+            Layout("venv", "/smoke/cuda/bin/python", self.sites["venv"]),
+            Layout("system-site-packages", "/smoke/layered/bin/python", self.sites["system-site-packages"]),
+            Layout("target", "/smoke/targeted/bin/python", self.sites["target"], self.sites["target"]),
+        ]
+        return "/smoke/bare/bin/python", layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
         pip = [self.base, "-m", "pip", "--python", python, "install", "--quiet", "--disable-pip-version-check"]
@@ -151,7 +178,10 @@ class ContainerMachine:
 
 
 class HostMachine:
-    """Windows: the runner itself (the release pipeline smokes on a clean runner of another image)."""
+    """Windows: the runner itself (the release pipeline smokes on a clean runner of another image). The CUDA
+    wheels are installed for real — into the CUDA venv, and with `pip install --target` into a folder put on
+    PYTHONPATH; the --system-site-packages layout would install them into the runner's own Python, which a
+    developer's machine must not get, so it is left to the Linux tiers."""
 
     def __init__(
         self, wheel: Path, cuda_wheels: Path, python: str, requirements: Path | None, cuda_extras: list[str]
@@ -174,23 +204,26 @@ class HostMachine:
         on_path = shutil.which(f"python{self.python_version}")
         if on_path:
             return on_path
-        raise UserError(f"no Python {self.python_version} on this host to smoke-test its wheel — install it")
+        raise ToolFailure(f"no Python {self.python_version} on this host to smoke-test its wheel — install it")
 
     def _venv_python(self, venv: Path) -> str:
         return str(venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
 
-    def create_venvs(self) -> tuple[str, str]:
+    def create_venvs(self) -> tuple[str, list[Layout]]:
         base = self._base_python()
-        for name in ("bare", "cuda"):
+        for name in ("bare", "cuda", "targeted"):
             host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
         cuda = self._venv_python(self.scratch / "cuda")
-        # Here the NVIDIA wheels are installed for real: the runner is thrown away after the job.
         found = ["--find-links", self.requirements] if self.requirements else []
-        self.install(cuda, "--find-links", str(self.cuda_wheels), *found, with_extras(self.wheel, self.cuda_extras))
-        return self._venv_python(self.scratch / "bare"), cuda
-
-    def site(self) -> str:
-        return str(self.scratch / "cuda")
+        wheels = ["--find-links", str(self.cuda_wheels), *found]
+        self.install(cuda, *wheels, with_extras(self.wheel, self.cuda_extras))
+        target = self.scratch / "target"
+        self.install(cuda, *wheels, "--target", str(target), *cuda_requirements(Path(self.wheel), self.cuda_extras))
+        layouts = [
+            Layout("venv", cuda, str(self.scratch / "cuda")),
+            Layout("target", self._venv_python(self.scratch / "targeted"), str(target), str(target)),
+        ]
+        return self._venv_python(self.scratch / "bare"), layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
         return host.run(
@@ -206,6 +239,20 @@ class HostMachine:
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def cuda_requirements(wheel: Path, cuda_extras: list[str]) -> list[str]:
+    """The wheel's NVIDIA requirements, its CUDA extras' included, as lines pip installs by themselves (for
+    `pip install --target`, which must not take the wheel itself along)."""
+    lines = []
+    for line in metadata(wheel).get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        if not requirement.name.startswith("nvidia-"):
+            continue
+        if requirement.marker and not any(requirement.marker.evaluate({"extra": e}) for e in ["", *cuda_extras]):
+            continue
+        lines.append(f"{requirement.name}{requirement.specifier}")
+    return lines
 
 
 def _outcomes(run: subprocess.CompletedProcess[str], checks: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -227,10 +274,13 @@ class BinaryExpectation:
     cuda: list[str]  # the CUDA libraries it links eagerly (the driver included)
     driver: bool  # one of them is the driver: no GPU-free machine can load it
 
-    def check(self, *, cuda_installed: bool, site: str | None = None) -> tuple[str, dict[str, object]]:
+    def check(
+        self, *, cuda_installed: bool, site: str | None = None, pythonpath: str | None = None
+    ) -> tuple[str, dict[str, object]]:
         fails = self.driver or (bool(self.cuda) and not cuda_installed)
         why = f" (links {', '.join(self.cuda)})" if fails else ""
-        return _expect(self.statement, self.error if fails else "ok", why=why, site=None if fails else site)
+        expect = self.error if fails else "ok"
+        return _expect(self.statement, expect, why=why, site=None if fails else site, pythonpath=pythonpath)
 
 
 def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
@@ -258,9 +308,12 @@ def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
 
 
 def _run_tier(
-    tier: int, machine: Machine, python: str, installs: list[list[str]], named: list[tuple[str, dict[str, object]]]
+    result: TierResult,
+    machine: Machine,
+    python: str,
+    installs: list[list[str]],
+    named: list[tuple[str, dict[str, object]]],
 ) -> TierResult:
-    result = TierResult(tier)
     started = time.monotonic()
     for install in installs:
         installed = machine.install(python, *install)
@@ -277,14 +330,26 @@ def _run_tier(
     else:
         outcomes = machine.probe(python, [spec for _, spec in named])
         for (name, _), outcome in zip(named, outcomes, strict=True):
-            result.checks.append(Check(name, bool(outcome["ok"]), str(outcome["detail"])))
+            mapped = outcome.get("libraries")
+            libraries = [str(p) for p in mapped] if isinstance(mapped, list) else []
+            result.checks.append(Check(name, bool(outcome["ok"]), str(outcome["detail"]), libraries))
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
 
 def _expect(statement: str, expect: str, why: str = "", **options: object) -> tuple[str, dict[str, object]]:
-    """A check that `statement` runs (expect "ok") or raises the exception named (ImportError, OSError)."""
-    return f"{statement} → {expect}{why}", {"statement": statement, "expect": expect, **options}
+    """A check that `statement` runs (expect "ok") or raises the exception named (ImportError, OSError); with
+    a site, every CUDA library mapped must come from under it."""
+    spec = {"statement": statement, "expect": expect, **options, "cuda_libraries": cuda_library_names()}
+    return f"{statement} → {expect}{why}", spec
+
+
+@cache
+def cuda_library_names() -> list[str]:
+    """The file names (fnmatch patterns) of every CUDA library of every major, and the driver (Linux)."""
+    table = component_table()
+    majors = {m for component in table.components.values() for m in component.majors}
+    return sorted({table.driver.linux, *(p for m in majors for p in table.all_libraries(m, "linux"))})
 
 
 def requirements(wheel: Path) -> list[str]:
@@ -305,25 +370,37 @@ def tier1(machine: Machine, python: str, built: BuiltWheel) -> TierResult:
     checks = [_expect(s, "ok") for s in smoke_spec.gpu_free or [f"import {built.variant.recipe.import_name}"]]
     checks += [e.check(cuda_installed=False) for e in binary_expectations(built)]
     checks += [_expect(s, "ImportError", hint="pip install") for s in smoke_spec.needs_optional]
+    return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks)
+
+
+def _alone(machine: Machine, built: BuiltWheel) -> list[list[str]]:
+    """The installs of the wheel without its NVIDIA requirements: its other requirements, then the wheel."""
     installs = [["--no-deps", machine.wheel]]
     if machine.requirements:
         installs.insert(0, ["--find-links", machine.requirements, *requirements(built.path)])
-    return _run_tier(1, machine, python, installs, checks)
+    return installs
 
 
-def tier2(machine: Machine, python: str, built: BuiltWheel) -> TierResult:
-    """The wheel with NVIDIA's wheels and its other requirements: every binary loads, with its CUDA libraries
-    from the venv, unless it links the driver (which no GPU-free machine has)."""
+def tier2(machine: Machine, layout: Layout, built: BuiltWheel) -> TierResult:
+    """The wheel with NVIDIA's wheels (laid out as `layout` says) and its other requirements: every binary loads,
+    with its CUDA libraries from that layout, unless it links the driver (which no GPU-free machine has)."""
     smoke_spec = built.variant.recipe.smoke
-    site = machine.site()
-    checks = [e.check(cuda_installed=True, site=site) for e in binary_expectations(built)]
-    checks += [_expect(s, "ok", site=site) for s in [*smoke_spec.gpu_free, *smoke_spec.needs_optional]]
-    checks += [(command, {"command": shlex.split(command)}) for command in smoke_spec.with_cuda]
-    # Its NVIDIA requirements are in place already; pip checks them and installs the rest.
-    found = ["--find-links", machine.requirements] if machine.requirements else []
-    # With the extras of its optional CUDA components (not the source's own extras, such as dev or doc).
-    wheel = with_extras(machine.wheel, sorted(extras(built.variant)))
-    return _run_tier(2, machine, python, [[*found, wheel]], checks)
+    site, pythonpath = layout.site, layout.pythonpath
+    checks = [e.check(cuda_installed=True, site=site, pythonpath=pythonpath) for e in binary_expectations(built)]
+    statements = [*smoke_spec.gpu_free, *smoke_spec.needs_optional]
+    checks += [_expect(s, "ok", site=site, pythonpath=pythonpath) for s in statements]
+    checks += [
+        (command, {"command": shlex.split(command), "pythonpath": layout.pythonpath})
+        for command in smoke_spec.with_cuda
+    ]
+    if layout.name == "target":  # the CUDA wheels are not in the venv: pip must not look for them there
+        installs = _alone(machine, built)
+    else:
+        # Its NVIDIA requirements are in place already; pip checks them and installs the rest, with the extras of
+        # its optional CUDA components (not the source's own extras, such as dev or doc).
+        found = ["--find-links", machine.requirements] if machine.requirements else []
+        installs = [[*found, with_extras(machine.wheel, sorted(extras(built.variant)))]]
+    return _run_tier(TierResult(2, layout.name), machine, layout.python, installs, checks)
 
 
 def tier3(wheel: Path, variant: Variant) -> TierResult:
@@ -412,11 +489,12 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
             if sys.platform != "win32":
                 raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
             machine = HostMachine(wheel, built.toolkit.wheel_dir, name.python, found, sorted(extras(built.variant)))
-        with ThreadPoolExecutor(max_workers=3) as pool:
+        with ThreadPoolExecutor(max_workers=5) as pool:
             metadata_tier = pool.submit(tier3, wheel, built.variant)
             try:
-                bare, cuda = machine.create_venvs()
-                tiers = [pool.submit(tier1, machine, bare, built), pool.submit(tier2, machine, cuda, built)]
+                bare, layouts = machine.create_venvs()
+                tiers = [pool.submit(tier1, machine, bare, built)]
+                tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
                 results = [tier.result() for tier in tiers]
             finally:
                 machine.close()

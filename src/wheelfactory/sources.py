@@ -50,6 +50,20 @@ def source_tree(source: Source, recipe_dir: Path) -> Path:
     return _git(source.git, source.rev)
 
 
+def source_date_epoch(source: Source, recipe_dir: Path) -> int:
+    """The time the source was made, for SOURCE_DATE_EPOCH: every timestamp of a wheel is this one, so that the
+    same source builds the same bytes. A git source: its commit's time. An sdist: its PKG-INFO's time in the
+    archive. A source in the recipe's folder: the last commit that touched it, or without git its newest file."""
+    tree = source_tree(source, recipe_dir)
+    if isinstance(source, SdistSource) and (tree / "PKG-INFO").is_file():
+        return int((tree / "PKG-INFO").stat().st_mtime)
+    folder = tree if not isinstance(source, PathSource) else recipe_dir
+    logged = host.run(["git", "-C", str(folder), "log", "-1", "--format=%ct", "--", "."], "git log", check=False)
+    if logged.returncode == 0 and logged.stdout.strip().isdigit():
+        return int(logged.stdout.strip())
+    return max((int(p.stat().st_mtime) for p in tree.rglob("*") if p.is_file() and not p.is_symlink()), default=0)
+
+
 def index_urls() -> list[str]:
     """The package indexes pip would use, in its order."""
     primary = os.environ.get("PIP_INDEX_URL")
@@ -127,6 +141,11 @@ def _unpack(archive: Path, into: Path) -> Path:
 
 
 def _sdist(requirement: str, sha256: str) -> Path:
+    with host.cache_lock(f"sdist-{sha256}"):
+        return _fetch_sdist(requirement, sha256)
+
+
+def _fetch_sdist(requirement: str, sha256: str) -> Path:
     tree = cache_dir() / "sources" / f"sdist-{sha256}"
     if (tree / ".complete").is_file():
         return tree
@@ -153,6 +172,11 @@ def _sdist(requirement: str, sha256: str) -> Path:
 
 
 def _git(url: str, rev: str) -> Path:
+    with host.cache_lock(f"git-{rev}"):
+        return _fetch_git(url, rev)
+
+
+def _fetch_git(url: str, rev: str) -> Path:
     tree = cache_dir() / "sources" / f"git-{rev}"
     if not (tree / ".complete").is_file():
         shutil.rmtree(tree, ignore_errors=True)

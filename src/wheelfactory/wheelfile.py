@@ -62,10 +62,13 @@ def unpack(wheel: Path, into: Path) -> Path:
     return into
 
 
-def pack(tree: Path, out_dir: Path) -> Path:
-    """Zip an unpacked wheel again, its RECORD regenerated (wheel's own packer)."""
+def pack(tree: Path, out_dir: Path, epoch: int | None = None) -> Path:
+    """Zip an unpacked wheel again, its RECORD regenerated (wheel's own packer: entries in sorted order, every
+    timestamp SOURCE_DATE_EPOCH when given)."""
     before = set(out_dir.glob("*.whl"))
-    host.run([sys.executable, "-m", "wheel", "pack", "--dest-dir", out_dir, tree], f"repacking {tree.name}")
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)} if epoch is not None else None
+    command: list[str | Path] = [sys.executable, "-m", "wheel", "pack", "--dest-dir", out_dir, tree]
+    host.run(command, f"repacking {tree.name}", env=env)
     created = set(out_dir.glob("*.whl")) - before
     return created.pop() if created else next(iter(sorted(out_dir.glob("*.whl"))))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from pydantic import Field
 
-from ..components import component_table, platforms, toolkit_table
+from ..components import component_table, cpython_range, platforms, toolkit_table
 from ..errors import InputError, Problem
 from .validation import Loaded, Strict, VersionText, did_you_mean, display, validate
 from .yamlsource import Loc, SourceMap
@@ -83,9 +83,16 @@ def _check_pythons(matrix: Matrix, src: SourceMap) -> list[Problem]:
     problems = []
     if not matrix.python:
         problems.append(src.problem(("python",), 'no Python versions — list at least one, e.g. ["3.12"]'))
+    supported = cpython_range()
     for i, version in enumerate(matrix.python):
         if version in matrix.python[:i]:
             problems.append(src.problem(("python", i), f"Python {version} is listed twice — keep one"))
+        elif version not in supported.releases():
+            message = (
+                f"Python {version} is not a CPython the factory builds ({supported.oldest} to {supported.newest}) — "
+                "remove it, or raise the range in src/wheelfactory/data/cpython.yaml once cibuildwheel builds it"
+            )
+            problems.append(src.problem(("python", i), message))
     return problems
 
 
@@ -169,4 +176,23 @@ def _check_exclusions(matrix: Matrix, majors: list[int], src: SourceMap) -> list
         if rule.platform is not None and rule.platform not in platforms():
             message = f"unknown platform {rule.platform!r} — {_platform_hint(rule.platform)}"
             problems.append(src.problem((*at, "platform"), message))
+    if problems:
+        return problems
+    cells = [(py, entry.major, plat) for entry in matrix.cuda for plat in entry.platforms for py in matrix.python]
+    for i, rule in enumerate(matrix.exclude):
+        if not any(rule.matches(*cell) for cell in cells):
+            problems.append(src.problem(("exclude", i), _no_cell(rule, cells)))
     return problems
+
+
+def _no_cell(rule: Exclusion, cells: list[tuple[str, int, str]]) -> str:
+    """What an exclusion that matches no cell could have meant: the cells it matches with one field left out."""
+    given = {k: v for k, v in (("python", rule.python), ("cuda", rule.cuda), ("platform", rule.platform)) if v}
+    near: list[str] = []
+    for left_out in given:
+        relaxed = Exclusion.model_validate({k: v for k, v in given.items() if k != left_out})
+        near += [f"{py} × CUDA {major} × {plat}" for py, major, plat in cells if relaxed.matches(py, major, plat)]
+    unique = list(dict.fromkeys(near))
+    shown = ", ".join(unique[:4]) + (", ..." if len(unique) > 4 else "")
+    meant = f" — did you mean one of: {shown}?" if near else " — remove it"
+    return f"this exclusion matches no cell of the matrix{meant}"

@@ -3,6 +3,7 @@ of its modules may link — typed and checked against the matrix and the compone
 
 from __future__ import annotations
 
+import keyword
 import re
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
@@ -134,17 +135,22 @@ class Recipe(Strict):
         return self.platforms is None or platform in self.platforms
 
 
+def _is_import_name(name: str) -> bool:
+    return bool(_MODULE_RE.match(name)) and not any(keyword.iskeyword(part) for part in name.split("."))
+
+
 def load_recipe(path: Path, root: Path, matrix: Matrix) -> Loaded[Recipe]:
     loaded = validate(Recipe, path, display(path, root))
-    problems = check_recipe(loaded.value, loaded.source, matrix)
+    problems = check_recipe(loaded.value, loaded.source, matrix, path.parent)
     if problems:
         raise InputError(problems)
     return loaded
 
 
-def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix) -> list[Problem]:
+def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix, recipe_dir: Path) -> list[Problem]:
     majors = {entry.major: entry for entry in matrix.cuda}
-    problems = _check_identity(recipe, src) + _check_source(recipe.source, src) + _check_requirements(recipe, src)
+    problems = _check_identity(recipe, src) + _check_source(recipe.source, src, recipe_dir)
+    problems += _check_requirements(recipe, src)
     for i, major in enumerate(recipe.cuda or []):
         if major not in majors:
             problems.append(
@@ -168,6 +174,8 @@ def _check_platforms(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> 
     """Known platforms, once each; one at least that the matrix builds (others may serve another matrix)."""
     if recipe.platforms is None:
         return []
+    if not recipe.platforms:
+        return [src.problem(("platforms",), "no platforms — name at least one, e.g. [linux-x86_64]")]
     in_matrix = sorted({p for entry in majors.values() for p in entry.platforms})
     problems = []
     for i, name in enumerate(recipe.platforms):
@@ -201,8 +209,9 @@ def _check_identity(recipe: Recipe, src: SourceMap) -> list[Problem]:
                 "name; the factory appends -cuda<major>x",
             )
         )
-    if not _MODULE_RE.match(recipe.import_name):
-        problems.append(src.problem(("import",), f"{recipe.import_name!r} is not a Python module name"))
+    if not _is_import_name(recipe.import_name):
+        message = f"{recipe.import_name!r} is not a Python module name (dotted identifiers, no keywords)"
+        problems.append(src.problem(("import",), f"{message} — write the name `import` takes"))
     try:
         Version(recipe.version)
     except InvalidVersion:
@@ -238,6 +247,8 @@ def _check_packages(recipe: Recipe, src: SourceMap) -> list[Problem]:
     for i, package in enumerate(recipe.packages):
         if not _PACKAGE_RE.match(package):
             problems.append(src.problem(("packages", i), f"{package!r} is not a top-level package name (no dots)"))
+        elif not _is_import_name(package):
+            problems.append(src.problem(("packages", i), f"{package!r} is a Python keyword — no package has that name"))
     if recipe.packages and recipe.import_name.split(".")[0] not in recipe.packages:
         message = f"packages does not name the import package {recipe.import_name.split('.')[0]!r} — add it"
         problems.append(src.problem(("packages",), message))
@@ -308,6 +319,12 @@ def _check_components(recipe: Recipe, src: SourceMap, platforms_of: dict[int, An
                 continue
             declared.append(name)
             component = table.components.get(name)
+            if component is None and name == DRIVER:
+                message = (
+                    "the driver is no component (it comes with the GPU, not from pip) — name it in a module's policy"
+                )
+                problems.append(src.problem(at, message))
+                continue
             if component is None:
                 problems.append(
                     src.problem(at, f"unknown CUDA component {name!r} — {did_you_mean(name, table.names())}")
@@ -346,10 +363,12 @@ def _check_modules(recipe: Recipe, src: SourceMap) -> list[Problem]:
     if not recipe.modules:
         message = "no modules — list each extension module and the components it may link ([] for none)"
         problems.append(src.problem(("modules",), message))
+    valid_import = _is_import_name(recipe.import_name)  # else "outside the package" would only repeat it
     for module, allowed in recipe.modules.items():
-        problems += _check_pattern(module, packages, ("modules", module), src)
+        if valid_import:
+            problems += _check_pattern(module, packages, ("modules", module), src)
         problems += _check_allowed(recipe, allowed, ("modules", module), module, src)
-    for i, pattern in enumerate(recipe.device_code):
+    for i, pattern in enumerate(recipe.device_code if valid_import else []):
         problems += [
             src.problem(("device_code", i), p.message.split(": ", 1)[-1])
             for p in _check_pattern(pattern, packages, ("device_code", i), src)
@@ -407,15 +426,29 @@ def _check_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> li
     return problems
 
 
-def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap) -> list[Problem]:
+def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap, recipe_dir: Path) -> list[Problem]:
     if isinstance(source, PathSource):
         pure = PurePosixPath(source.path.replace("\\", "/"))
+        at: Loc = ("source", "path")
         if pure.is_absolute() or re.match(r"^[A-Za-z]:", source.path):
             message = f"{source.path!r} is absolute — give a path relative to the recipe's folder"
-            return [src.problem(("source", "path"), message)]
+            return [src.problem(at, message)]
         if ".." in pure.parts:
             message = f"{source.path!r} leaves the recipe's folder — keep the source inside it"
-            return [src.problem(("source", "path"), message)]
+            return [src.problem(at, message)]
+        folder = recipe_dir / pure
+        if not folder.exists():
+            return [
+                src.problem(at, f"{source.path!r} does not exist in {recipe_dir.name}/ — create it or fix the path")
+            ]
+        if not folder.is_dir():
+            return [src.problem(at, f"{source.path!r} is not a folder — give the folder that holds the source")]
+        if not folder.resolve().is_relative_to(recipe_dir.resolve()):
+            message = (
+                f"{source.path!r} leads outside the recipe's folder (to {folder.resolve()}) through a link — "
+                "copy the source in"
+            )
+            return [src.problem(at, message)]
         return []
     if isinstance(source, SdistSource):
         problems = []

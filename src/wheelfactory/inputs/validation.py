@@ -24,7 +24,7 @@ def _version_text(value: object) -> object:
         raise PydanticCustomError("version_number", "expected a version string")
     if isinstance(value, str) and not _VERSION_RE.match(value):
         raise PydanticCustomError(
-            "version_format", 'expected a version like "12.9" (major.minor), got {value!r}', {"value": value}
+            "version_format", 'expected a version like "12.9" (major.minor), got {value}', {"value": repr(value)}
         )
     return value
 
@@ -69,8 +69,10 @@ SELF_EXPLAINING = {"source_kind"}
 
 
 def did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1)
-    return f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(choices)}"
+    """The choice `word` most likely meant, whatever its case (cuBLAS → cublas), else the choices."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1)
+    return f"did you mean {by_lower[close[0]]!r}?" if close else f"expected one of: {', '.join(choices)}"
 
 
 def _shown(value: object) -> str:
@@ -104,10 +106,18 @@ def _message(err: Any, loc: Loc, source: SourceMap) -> str:
     return f"{err['msg'][0].lower()}{err['msg'][1:]} — fix this value"
 
 
+# How pydantic names the member of a union it tried (str | dict[int, str]): not a place in the file.
+_UNION_MEMBER = re.compile(r"^(str|int|float|bool|list\[.*\]|dict\[.*\])$")
+
+
 def problems_from(error: ValidationError, source: SourceMap) -> list[Problem]:
     problems = []
+    seen: set[Loc] = set()
     for err in error.errors():
-        loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+        loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or _UNION_MEMBER.match(p))))
+        if loc in seen and err["type"] not in ("unknown_keys", "missing"):
+            continue  # a value that fits no member of a union: the first member's complaint says enough
+        seen.add(loc)
         if err["type"] == "unknown_keys":
             ctx = err["ctx"]
             for key in ctx["keys"]:
@@ -137,8 +147,11 @@ def validate(model: type[T], path: Path, display: str) -> Loaded[T]:
 
 
 def display(path: Path, root: Path) -> str:
-    """How a file is named in messages: relative to the project root when inside it."""
-    try:
-        return str(path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
+    """How a file is named in messages: relative to the project root when inside it (the file itself named, not
+    where a link would lead)."""
+    for inside, top in ((path.absolute(), root.absolute()), (path.parent.resolve() / path.name, root.resolve())):
+        try:
+            return str(inside.relative_to(top))
+        except ValueError:
+            continue
+    return str(path)

@@ -1,7 +1,8 @@
 """cuprobe: which CUDA libraries load, from where, and whether they compute.
 
-Importing cuprobe loads no CUDA library and never touches the driver: each CUDA-linked piece loads at its
-own first use, and says what to install when its library is missing.
+Importing cuprobe never touches the driver, and loads no CUDA library where NVIDIA's wheels sit beside it: each
+CUDA-linked piece loads at its own first use, and says what to install when its library is missing. (Where pip
+put them elsewhere on sys.path, the variant module the factory generates loads them at import.)
 """
 
 from . import cuda

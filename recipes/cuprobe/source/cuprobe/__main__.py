@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 
 from . import CUDA_MAJOR, DIST_NAME, __version__, _driver
-from ._cuda_variant import COMPONENTS, CUDA_TOOLKIT, OPTIONAL
+from ._cuda_variant import COMPONENTS, CUDA_TOOLKIT, FOUND, OPTIONAL
 
 
 def _loaded_from(libraries: tuple[str, ...]) -> str:
@@ -74,8 +74,15 @@ def main() -> int:
             if kind == "required":
                 missing_required.append(component)
             continue
-        where = _loaded_from(spec[3])
+        libraries = spec["linux"][1] if spec["linux"] else ()
+        where = _loaded_from(libraries)
         print(f"  {component:<7} {version:<10} {where or 'loaded'}")
+        # Why from there: the variant module's search (beside the package, or another sys.path entry).
+        why = FOUND.get(libraries[0], (None, ""))[1] if libraries else ""
+        if where and not why:
+            why = "not from a pip wheel: the system's loader found it"
+        if why:
+            print(f"  {'':<7} {'':<10} {why}")
 
     print("\nDevice code:")
     try:

@@ -17,10 +17,10 @@ def load(module: str, component: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         if component in OPTIONAL:
-            distribution = OPTIONAL[component][0]
+            distribution = OPTIONAL[component]["distribution"]
             fix = f"pip install '{DIST_NAME}[{component}]'"
         else:
-            distribution = COMPONENTS[component][0]
+            distribution = COMPONENTS[component]["distribution"]
             fix = f"pip install {distribution}  (installing {DIST_NAME} with its dependencies brings it)"
         raise MissingCudaLibrary(
             f"{module} needs {component} from {distribution}, which could not be loaded ({exc}). Fix: {fix}"

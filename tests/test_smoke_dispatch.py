@@ -1,0 +1,122 @@
+"""Which machine smoke-tests a wheel: a Linux wheel a fresh container of its build image, a Windows wheel the
+Windows host itself, and a Linux host asked to smoke a Windows wheel says it cannot.
+
+A Windows host cannot exist here: sys.platform stands in for one, and the machines are replaced by recorders, so
+that only the choice — which machine, with which toolkit, image and wheel — is under test. (The machines
+themselves run for real in test_linux_build.py and test_layouts.py.)
+"""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import ClassVar
+
+import pytest
+
+from wheelfactory import pipeline, smoke
+from wheelfactory.built import BuiltWheel
+from wheelfactory.errors import UserError
+from wheelfactory.plan import Variant, make_plan
+from wheelfactory.wheelfile import WheelName
+
+
+def _wheel(directory: Path, platform_tag: str) -> Path:
+    """A wheel with nothing but its metadata: enough for the machines' choice."""
+    path = directory / f"cuprobe_cuda12x-0.1.0-cp312-cp312-{platform_tag}.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(
+            "cuprobe_cuda12x-0.1.0.dist-info/METADATA",
+            "Metadata-Version: 2.4\nName: cuprobe-cuda12x\nVersion: 0.1.0\n"
+            "Requires-Dist: nvidia-cuda-runtime-cu12<13,>=12.9\n",
+        )
+    return path
+
+
+def _variant(project: Path) -> Variant:
+    return next(v for v in make_plan(project, None, ["cuprobe"]).variants if v.major == 12)
+
+
+class Recorder:
+    """Stands in for a machine: records how it was made, and has no venv to offer."""
+
+    made: ClassVar[list[tuple[object, ...]]] = []
+
+    def __init__(self, *args: object) -> None:
+        Recorder.made.append(args)
+
+    def create_venvs(self) -> tuple[str, list[smoke.Layout]]:
+        raise RuntimeError("recorded")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _record(monkeypatch: pytest.MonkeyPatch) -> None:
+    Recorder.made = []
+    monkeypatch.setattr(smoke, "ContainerMachine", Recorder)
+    monkeypatch.setattr(smoke, "HostMachine", Recorder)
+    monkeypatch.setattr(smoke, "runtime_site", lambda toolkit, wheel: Path("/runtime-site"))
+
+
+def _built(variant: Variant, wheel: Path, image: str | None) -> BuiltWheel:
+    name = WheelName.of(wheel)
+    cell = next(c for c in variant.cells if c.python == name.python and c.platform == name.platform)
+    toolkit = SimpleNamespace(wheel_dir=Path(f"/toolkits/{name.os}/wheels"))
+    return BuiltWheel(variant, cell, wheel, image, toolkit, None)  # type: ignore[arg-type]
+
+
+def test_a_windows_wheel_is_smoked_on_the_windows_host(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "platform", "win32")
+    wheel = _wheel(tmp_path, "win_amd64")
+    with pytest.raises(RuntimeError, match="recorded"):
+        smoke.smoke(_built(_variant(project), wheel, None))
+    (made,) = Recorder.made
+    # The host itself, with the Windows toolkit's NVIDIA wheels and the variant's CUDA extras.
+    assert made == (wheel.resolve(), Path("/toolkits/windows/wheels"), "3.12", None, ["nccl"])
+
+
+def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path, "manylinux_2_28_x86_64")
+    with pytest.raises(RuntimeError, match="recorded"):
+        smoke.smoke(_built(_variant(project), wheel, "quay.io/pypa/manylinux_2_28_x86_64"))
+    (made,) = Recorder.made
+    assert made == ("quay.io/pypa/manylinux_2_28_x86_64", wheel.resolve(), Path("/runtime-site"), "3.12", None)
+
+
+def test_a_linux_host_says_it_cannot_smoke_a_windows_wheel(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    wheel = _wheel(tmp_path, "win_amd64")
+    with pytest.raises(UserError, match="a Windows wheel is smoke-tested on Windows — this host cannot"):
+        smoke.smoke(_built(_variant(project), wheel, None))
+    monkeypatch.setattr(pipeline.host, "platform_name", lambda: "linux-x86_64")
+    with pytest.raises(UserError, match="a Windows wheel is smoke-tested on Windows — this Linux host cannot"):
+        pipeline.smoke_existing(project, [wheel], None)
+    assert Recorder.made == []
+
+
+@pytest.mark.parametrize(
+    ("platform_tag", "os_name", "image"),
+    [
+        ("win_amd64", "windows", None),
+        ("manylinux_2_28_x86_64", "linux", "quay.io/pypa/manylinux_2_28_x86_64"),
+    ],
+)
+def test_an_existing_wheel_gets_the_toolkit_and_image_of_its_platform(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, platform_tag: str, os_name: str, image: str | None
+) -> None:
+    provisioned: list[tuple[str, str]] = []
+    pulled: list[str] = []
+    monkeypatch.setattr(pipeline, "provision", lambda variant, os, arch: provisioned.append((os, arch)) or "toolkit")
+    monkeypatch.setattr(pipeline, "ensure_image", pulled.append)
+    monkeypatch.setattr(pipeline, "read_binaries_of", lambda built: None)
+    built = pipeline.existing(_wheel(tmp_path, platform_tag), _variant(project), None)
+    assert provisioned == [(os_name, "AMD64" if os_name == "windows" else "x86_64")]
+    assert built.image == image and pulled == ([image] if image else [])
