@@ -522,9 +522,19 @@ def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> 
     """The toolkit of `variant`'s release for that OS and arch, provisioned once into the cache. Builds sharing
     the cache take turns (a lock per toolkit); what a killed one left half-done is cleared by the next."""
     reqs = requirements(variant, os_name)
-    key = hashlib.sha256(json.dumps([reqs, constraints(variant, os_name), os_name, arch]).encode()).hexdigest()[:16]
+    shape = [reqs, constraints(variant, os_name), os_name, arch, _layout_files()]
+    key = hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
     with host.cache_lock(f"toolkit-cuda{variant.cuda.toolkit}-{os_name}-{arch}-{key}"):
         return _provision(variant, os_name, arch, reqs, key)
+
+
+# The files of the factory's own that the prefix is laid out with: a change to one lays a toolkit out anew.
+LAYOUT_FILES = ("nvcc-wrapper.sh", "nvcc.profile.linux", "nvcc.profile.windows")
+
+
+def _layout_files() -> str:
+    data = files("wheelfactory.data")
+    return hashlib.sha256(b"".join(data.joinpath(name).read_bytes() for name in LAYOUT_FILES)).hexdigest()[:16]
 
 
 def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: str) -> Toolkit:

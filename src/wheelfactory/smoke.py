@@ -51,6 +51,8 @@ from .repair import installed_path, needed_components, site_packages
 from .wheelfile import WheelName, metadata, with_extras
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
+# A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
+SMOKE_CONTAINER_LIFETIME_S = 3600
 
 
 @dataclass
@@ -138,7 +140,9 @@ class ContainerMachine:
                 mounts.append(f"{requirements}:{self.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
             command += [arg for mount in mounts for arg in ("--volume", mount)]
-            started = host.run([*command, image, "sleep", "infinity"], f"starting a smoke container of {image}")
+            started = host.run(
+                [*command, image, "sleep", str(SMOKE_CONTAINER_LIFETIME_S)], f"starting a smoke container of {image}"
+            )
         self.container = started.stdout.strip()
 
     def _exec(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:

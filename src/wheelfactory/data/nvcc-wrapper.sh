@@ -1,8 +1,26 @@
 #!/bin/sh
 # wheelfactory: nvcc, run through the compiler cache when the build provides one ($WHEELFACTORY_SCCACHE).
 # The real nvcc sits in ../libexec beside its nvcc.profile.
+#
+# nvcc names its temporary files tmpxft_<pid>_<counter>-... and one of those names ends up in the object it
+# writes, so the same source compiled twice differs in a byte or two. After a successful run, that name in the
+# output file is replaced by one of the same length derived from the output's own path: the same source then
+# gives the same bytes, and different outputs keep different names.
 real="$(dirname "$(readlink -f "$0")")/../libexec/nvcc"
 if [ -n "${WHEELFACTORY_SCCACHE:-}" ] && [ -f "$WHEELFACTORY_SCCACHE" ] && [ -x "$WHEELFACTORY_SCCACHE" ]; then
-    exec "$WHEELFACTORY_SCCACHE" "$real" "$@"
+    set -- "$WHEELFACTORY_SCCACHE" "$real" "$@"
+else
+    set -- "$real" "$@"
 fi
-exec "$real" "$@"
+out=""
+previous=""
+for argument in "$@"; do
+    case "$previous" in -o|--output-file) out="$argument" ;; esac
+    case "$argument" in --output-file=*) out="${argument#--output-file=}" ;; -o?*) out="${argument#-o}" ;; esac
+    previous="$argument"
+done
+"$@" || exit $?
+if [ -n "$out" ] && [ -f "$out" ]; then
+    name=$(printf '%08x' "$(printf '%s' "$out" | cksum | cut -d' ' -f1)")
+    sed -i -E "s/tmpxft_[0-9a-f]{8}_[0-9a-f]{8}/tmpxft_${name}_00000000/g" "$out"
+fi
