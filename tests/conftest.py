@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
 import io
 import json
 import os
 import shutil
 import subprocess
 import tarfile
+import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,6 +45,25 @@ def docker_available() -> str | None:
     if probe.returncode != 0:
         return f"no Docker engine answers: {probe.stderr.strip()[:200]}"
     return None
+
+
+@contextmanager
+def served(directory: Path) -> Iterator[str]:
+    """`directory` served over HTTP on loopback, as a package index or NVIDIA's archive server would be: its URL."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import subprocess
 import tarfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,8 @@ import pytest
 from wheelfactory.errors import ToolFailure, UserError
 from wheelfactory.inputs import GitSource, PathSource, SdistSource
 from wheelfactory.sources import source_tree
+
+from .conftest import served
 
 SIX_SHA256 = "1e61c37477a1626458e36f7b1d82aa5c9b094fa4802892072e49de9c60c4c926"  # six-1.16.0.tar.gz on PyPI
 
@@ -64,19 +64,6 @@ def test_in_tree_source_must_exist(tmp_path: Path) -> None:
         source_tree(PathSource(path="missing"), tmp_path)
 
 
-def _serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/simple/"
-
-
 def _sdist(path: Path, members: dict[str, str]) -> str:
     with tarfile.open(path, "w:gz") as archive:
         for name, text in members.items():
@@ -106,12 +93,9 @@ def test_an_sdist_is_fetched_as_a_file_and_nothing_of_it_runs(tmp_path: Path, mo
         '<a href="../../files/trap_pkg-0.9.tar.gz#sha256=00">trap_pkg-0.9.tar.gz</a>\n'
         f'<a href="../../files/trap_pkg-1.0.tar.gz#sha256={sha256}">trap_pkg-1.0.tar.gz</a>\n'
     )
-    server, url = _serve(index)
-    monkeypatch.setenv("PIP_INDEX_URL", url)
-    try:
+    with served(index) as url:
+        monkeypatch.setenv("PIP_INDEX_URL", url + "simple/")
         tree = source_tree(SdistSource(sdist="trap-pkg==1.0", sha256=sha256), tmp_path)
-    finally:
-        server.shutdown()
     assert (tree / "setup.py").read_text() == setup_py and (tree / ".complete").is_file()
     assert not marker.exists()
 
@@ -123,11 +107,7 @@ def test_an_sdist_that_would_write_outside_its_folder_is_refused(
     (index / "simple" / "escape").mkdir(parents=True)
     sha256 = _sdist(index / "simple" / "escape" / "escape-1.0.tar.gz", {"../../outside.txt": "x"})
     (index / "simple" / "escape" / "index.html").write_text('<a href="escape-1.0.tar.gz">escape-1.0.tar.gz</a>\n')
-    server, url = _serve(index)
-    monkeypatch.setenv("PIP_INDEX_URL", url)
-    try:
-        with pytest.raises(ToolFailure, match=r"escape-1\.0\.tar\.gz: .*outside.* — refused"):
-            source_tree(SdistSource(sdist="escape==1.0", sha256=sha256), tmp_path)
-    finally:
-        server.shutdown()
+    with served(index) as url, pytest.raises(ToolFailure, match=r"escape-1\.0\.tar\.gz: .*outside.* — refused"):
+        monkeypatch.setenv("PIP_INDEX_URL", url + "simple/")
+        source_tree(SdistSource(sdist="escape==1.0", sha256=sha256), tmp_path)
     assert not (tmp_path / "outside.txt").exists()

@@ -8,10 +8,8 @@ code (manifest, download, sha256 check, unpack, layout) against archives served 
 
 from __future__ import annotations
 
-import http.server
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from wheelfactory.host import cache_dir
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.provision import Toolkit, components_to_provision, driver_api, provision
 
-from .conftest import REPO, matrix_for, serve_redist_release
+from .conftest import REPO, matrix_for, serve_redist_release, served
 
 pytestmark = pytest.mark.slow
 
@@ -186,24 +184,12 @@ def test_the_driver_stub_is_generated_from_cuda_h_where_no_source_has_one(
 @pytest.fixture
 def local_redist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A directory served over HTTP on loopback, as WHEELFACTORY_CUDA_REDIST_URL; an empty factory cache."""
-    served = tmp_path / "served"
-    served.mkdir()
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, directory=str(served), **kwargs)  # type: ignore[arg-type]
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("WHEELFACTORY_CUDA_REDIST_URL", f"http://127.0.0.1:{server.server_address[1]}/")
-    monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
-    yield served
-    server.shutdown()
-    thread.join(timeout=10)
+    directory = tmp_path / "served"
+    directory.mkdir()
+    with served(directory) as url:
+        monkeypatch.setenv("WHEELFACTORY_CUDA_REDIST_URL", url)
+        monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
+        yield directory
 
 
 def _cuda12_variant(project: Path, toolkit: str) -> Variant:

@@ -8,7 +8,9 @@ import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
@@ -33,12 +35,46 @@ def cache_lock(name: str) -> FileLock:
     return FileLock(folder / f"{name}.lock")
 
 
-def place(source: Path, target: Path) -> None:
+def place(source: Path, target: Path, mode: int | None = None) -> None:
     """Copy `source` to `target` as one step: a copy beside the target, renamed over it, so that a killed run
     leaves the old file or the new one, never half of one."""
     partial = target.with_name(f".{target.name}.partial")
     shutil.copyfile(source, partial)
+    if mode is not None:
+        partial.chmod(mode)
     os.replace(partial, target)
+
+
+def write_atomically(target: Path, content: bytes | str) -> None:
+    """Write `target` as one step, as `place` copies."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    if isinstance(content, str):
+        partial.write_text(content, encoding="utf-8")
+    else:
+        partial.write_bytes(content)
+    os.replace(partial, target)
+
+
+@contextmanager
+def built_aside(target: Path) -> Iterator[Path]:
+    """A scratch folder beside `target` to build it in, which becomes `target` (replacing what was there) only
+    when the block ends without an error: a reader sees the old folder or the complete new one. What a killed
+    run left beside it is cleared first; callers that share `target` hold its cache lock."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for leftover in target.parent.glob(f".{target.name}-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        scratch.chmod(0o755)  # mkdtemp makes it 0700: what is built here is for everyone to read
+        yield scratch
+        retired = target.with_name(f".{target.name}-retired")
+        if target.exists():
+            target.rename(retired)
+        scratch.rename(target)
+        shutil.rmtree(retired, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def remove_partials(folder: Path) -> None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
+from . import host
 from .errors import ToolFailure, UserError
 
 _TOOLSET = re.compile(r"^(\d+)\.(\d+)\.\d+$")
@@ -40,8 +40,8 @@ def installation() -> Path:
     command = [str(vswhere()), "-latest", "-products", "*", "-requires"]
     command += ["Microsoft.VisualStudio.Component.VC.Tools.x86.x64", "-property", "installationPath"]
     try:
-        found = subprocess.run(command, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
+        found = host.run(command, "looking for Visual Studio", check=False).stdout.strip()
+    except ToolFailure:  # no vswhere.exe: no Visual Studio Installer ever ran here
         found = ""
     if not found:
         raise ToolFailure(
@@ -93,7 +93,7 @@ def environment(release: str, newest: str, allow_unsupported: bool) -> Msvc:
     """The environment of the newest installed toolset CUDA `release`'s nvcc accepts (`newest` or older)."""
     where = installation()
     toolset = choose(toolsets(where), newest, release, allow_unsupported, where)
-    ran = subprocess.run(vcvars_command(where, toolset), capture_output=True, text=True, check=False)
+    ran = host.run(vcvars_command(where, toolset), f"setting up MSVC {toolset}", check=False)
     values = parse_set(ran.stdout)
     if ran.returncode != 0 or "INCLUDE" not in values:
         raise ToolFailure(f"vcvarsall.bat for MSVC {toolset} failed: {(ran.stdout + ran.stderr).strip()[-800:]}")

@@ -101,11 +101,16 @@ def build(request: BuildRequest) -> list[WheelRecord]:
         cells = select_cells(variant, here, request.pythons)
         image = request.image or variant.cuda.platforms[here].image
         jobs.append((variant, cells, image))
-    # Before anything is downloaded or compiled: every image can be had and offers every Python asked for.
+    # Before anything is downloaded or compiled: every image can be had and offers every Python asked for
+    # (each image looked at once, however many recipes build in it).
+    wanted: dict[str, list[str]] = {}
     for _, cells, image in jobs:
         if image:
-            ensure_image(image)
-            check_interpreters(image, [c.python for c in cells])
+            pythons = wanted.setdefault(image, [])
+            pythons += [c.python for c in cells if c.python not in pythons]
+    for image, pythons in wanted.items():
+        ensure_image(image)
+        check_interpreters(image, pythons)
     rendered = {r.variant.dist_name: r for r in render_plan(plan, request.root)}
     dist = request.root / "dist"
     if dist.is_dir():

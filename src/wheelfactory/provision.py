@@ -32,7 +32,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from . import debian, host, redist
+from . import archives, debian, host, msvc, redist
 from .components import OS, NvccSource, component_table, platforms, toolkit_table
 from .errors import ToolFailure, UserError
 from .pe import def_file
@@ -92,28 +92,27 @@ def components_to_provision(variant: Variant) -> list[str]:
     return table.build_closure([*table.toolkit, *variant.recipe.components, *variant.recipe.optional], variant.major)
 
 
-def requirements(variant: Variant, os_name: OS) -> list[str]:
-    """One pinned requirement per distribution: exactly the versions the matrix's toolkit release shipped."""
+def _pinned(components: list[str], variant: Variant, os_name: OS) -> list[str]:
+    """One requirement per distribution of those components that exist for this OS (NCCL has no Windows
+    wheel), at exactly the versions the matrix's toolkit release shipped."""
     table = component_table()
     lines: dict[str, str] = {}
-    for name in components_to_provision(variant):
+    for name in components:
         entry = table.get(name, variant.major)
-        if entry is None or entry.layout(os_name) is None:
-            continue  # e.g. NCCL on Windows: optional, and absent there
-        lines.setdefault(entry.distribution, entry.build_requirement(variant.cuda.toolkit))
+        if entry is not None and entry.layout(os_name) is not None:
+            lines.setdefault(entry.distribution, entry.build_requirement(variant.cuda.toolkit))
     return sorted(lines.values())
+
+
+def requirements(variant: Variant, os_name: OS) -> list[str]:
+    """What the toolkit is made of: the components to provision, pinned."""
+    return _pinned(components_to_provision(variant), variant, os_name)
 
 
 def constraints(variant: Variant, os_name: OS) -> list[str]:
     """Every NVIDIA distribution of the major at the toolkit's versions: NVIDIA's own Requires-Dist are unpinned
     (cuBLAS requires NVRTC, cuFFT nvJitLink), and what they bring in must be of the same release."""
-    table = component_table()
-    lines: dict[str, str] = {}
-    for name in table.names():
-        entry = table.get(name, variant.major)
-        if entry is not None and entry.layout(os_name) is not None:
-            lines.setdefault(entry.distribution, entry.build_requirement(variant.cuda.toolkit))
-    return sorted(lines.values())
+    return _pinned(component_table().names(), variant, os_name)
 
 
 def _download(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[str] | None = None) -> list[Path]:
@@ -170,9 +169,7 @@ def link_name(dll: str) -> str:
 
 def _msvc_lib_exe() -> str | None:
     """lib.exe of the newest Visual Studio, found with vswhere (GitHub's Windows runners keep it off PATH)."""
-    vswhere = Path(os.environ.get("PROGRAMFILES(X86)", r"C:\Program Files (x86)")) / (
-        "Microsoft Visual Studio/Installer/vswhere.exe"
-    )
+    vswhere = msvc.vswhere()
     if sys.platform != "win32" or not vswhere.is_file():
         return None
     found = host.run(
@@ -234,48 +231,45 @@ def _nvcc_wheel(wheels: list[Path], variant: Variant) -> str:
 
 
 def _overlay_from(source: NvccSource, release: str, os_name: OS, arch: str, platform: str, cache: Path) -> NvccOrigin:
-    """Fetch what `source` adds to the prefix into a cached overlay folder (built aside, renamed when complete)."""
+    """What `source` adds to the prefix, fetched once into a cached overlay folder (built aside, in place when
+    complete; toolkits of one release take turns at it)."""
     overlay = cache / "nvcc" / f"{release}-{platform}-{source}"
     origin_file = overlay / "origin.json"
-    if origin_file.is_file():
-        return NvccOrigin(source, json.loads(origin_file.read_text())["detail"], overlay)
+    with host.cache_lock(f"nvcc-{overlay.name}"):
+        if not origin_file.is_file():
+            with host.built_aside(overlay) as scratch:
+                detail = _fill_overlay(scratch, source, release, os_name, arch, platform, cache)
+                (scratch / origin_file.name).write_text(json.dumps({"source": source, "detail": detail}, indent=1))
+    return NvccOrigin(source, json.loads(origin_file.read_text())["detail"], overlay)
+
+
+def _fill_overlay(
+    overlay: Path, source: NvccSource, release: str, os_name: OS, arch: str, platform: str, cache: Path
+) -> str:
+    """Place `source`'s files in the overlay; returns what served them, with versions."""
     known = toolkit_table()
     settings = known.releases[release]
-    scratch = Path(
-        tempfile.mkdtemp(prefix=f".{overlay.name}-", dir=overlay.parent if overlay.parent.is_dir() else None)
-    )
-    try:
-        if source == "redist":
-            assert settings.redist is not None
-            nvidia_platform = known.redist.platforms[platform]
-            release_manifest = redist.manifest(settings.redist, cache)
-            served = []
-            for name, by_os in known.redist.archives.items():
-                item = redist.archive(release_manifest, name, nvidia_platform)
-                with step(f"download {item.component} {item.version} ({nvidia_platform}) from {redist.base_url()}"):
-                    path = redist.fetch(item, cache)
-                with tempfile.TemporaryDirectory() as unpacked:
-                    redist.place(redist.unpack(path, Path(unpacked)), by_os[os_name], scratch)
-                served.append(f"{item.component} {item.version}")
-            detail = f"NVIDIA redistrib_{settings.redist}.json: {', '.join(served)}"
-        else:
-            assert settings.debian is not None
-            with step(
-                f"download CUDA {release} from Debian {settings.debian.suite} (nvidia-cuda-toolkit, nvidia-cuda-dev)"
-            ):
-                debs = debian.download(settings.debian, arch, cache)
-            for package, deb in debs.items():
-                with step(f"unpack {deb.name}"):
-                    debian.extract(deb, known.debian.packages[package], arch, scratch)
-            shown = ", ".join(f"{p} {d.name.split('_')[1]}" for p, d in debs.items())
-            detail = f"Debian {settings.debian.suite} non-free: {shown}"
-        (scratch / "origin.json").write_text(json.dumps({"source": source, "detail": detail}, indent=1))
-        overlay.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(overlay, ignore_errors=True)
-        scratch.rename(overlay)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return NvccOrigin(source, detail, overlay)
+    if source == "redist":
+        assert settings.redist is not None
+        nvidia_platform = known.redist.platforms[platform]
+        release_manifest = redist.manifest(settings.redist, cache)
+        served = []
+        for name, by_os in known.redist.archives.items():
+            item = redist.archive(release_manifest, name, nvidia_platform)
+            with step(f"download {item.component} {item.version} ({nvidia_platform}) from {redist.base_url()}"):
+                path = redist.fetch(item, cache)
+            with tempfile.TemporaryDirectory() as unpacked:
+                redist.place(archives.unpack(path, Path(unpacked)), by_os[os_name], overlay)
+            served.append(f"{item.component} {item.version}")
+        return f"NVIDIA redistrib_{settings.redist}.json: {', '.join(served)}"
+    assert settings.debian is not None
+    with step(f"download CUDA {release} from Debian {settings.debian.suite} (nvidia-cuda-toolkit, nvidia-cuda-dev)"):
+        debs = debian.download(settings.debian, arch, cache)
+    for package, deb in debs.items():
+        with step(f"unpack {deb.name}"):
+            debian.extract(deb, known.debian.packages[package], arch, overlay)
+    shown = ", ".join(f"{p} {d.name.split('_')[1]}" for p, d in debs.items())
+    return f"Debian {settings.debian.suite} non-free: {shown}"
 
 
 def nvcc_origin(variant: Variant, wheels: list[Path], os_name: OS, arch: str, platform: str) -> NvccOrigin:
@@ -481,22 +475,10 @@ def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
     site = toolkit.site.parent / "runtime" / key
     with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
         if not site.is_dir():
-            for leftover in _made(site.parent).glob(f".{key}-*"):  # a killed run's
-                shutil.rmtree(leftover, ignore_errors=True)
-            scratch = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=site.parent))
-            try:
+            with host.built_aside(site) as scratch:
                 for distribution_wheel in chosen.values():
                     unpack(distribution_wheel, scratch)
-                scratch.chmod(0o755)
-                scratch.rename(site)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
     return site
-
-
-def _made(directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 def compiler_cache(os_name: OS, arch: str) -> Path | None:
@@ -511,10 +493,7 @@ def compiler_cache(os_name: OS, arch: str) -> Path | None:
             (wheel,) = _download([f"{tool.distribution}=={tool.version}"], os_name, arch, Path(scratch))
             found = next(unpack(wheel, Path(scratch) / "tree").glob(f"*.data/scripts/{tool.executable}"))
             home.mkdir(parents=True, exist_ok=True)
-            partial = home / f".{tool.executable}.part"
-            shutil.copy2(found, partial)
-            partial.chmod(0o755)
-            partial.replace(executable)
+            host.place(found, executable, mode=0o755)
     return executable
 
 
@@ -552,10 +531,9 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
         # One pip at a time writes into the shared wheel folder.
         with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
             wheels = _download(reqs, os_name, arch, wheel_dir, constraints(variant, os_name))
-        listing.parent.mkdir(parents=True, exist_ok=True)
-        partial = listing.with_suffix(".partial")
-        partial.write_text(json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1))
-        partial.replace(listing)
+        host.write_atomically(
+            listing, json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1)
+        )
         downloaded = True
     origin = nvcc_origin(variant, wheels, os_name, arch, platform)
     versions = {str(parse_wheel_filename(w.name)[0]): str(parse_wheel_filename(w.name)[1]) for w in wheels}
@@ -563,27 +541,19 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
     site, prefix = toolkit_dir / "site", toolkit_dir / "prefix"
     record = toolkit_dir / "toolkit.json"
     if not record.is_file():
-        toolkit_dir.parent.mkdir(parents=True, exist_ok=True)
-        for leftover in toolkit_dir.parent.glob(f".{toolkit_dir.name}-*"):  # a killed run's; the lock is ours
-            shutil.rmtree(leftover, ignore_errors=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{toolkit_dir.name}-", dir=toolkit_dir.parent))
-        try:
+        with host.built_aside(toolkit_dir) as scratch:  # under the toolkit's lock
             with step(f"lay out the CUDA {release} toolkit ({origin.source} nvcc) in {toolkit_dir}"):
                 for wheel in wheels:
                     unpack(wheel, scratch / "site")
                 _lay_out_prefix(variant, os_name, scratch / "site", scratch / "prefix", origin)
                 stub = _driver_stub(scratch / "prefix", os_name, arch)
-                # Run from where it will live: the relative links resolve the same at either place.
+                # Run where it was laid out: the relative links resolve the same at either place.
                 found = nvcc_version(scratch / "prefix", os_name, arch)
             if found is not None and not found.startswith(f"{release}."):
                 raise ToolFailure(f"{origin.detail} gave nvcc {found}, but the matrix names CUDA {release}")
             (scratch / "toolkit.json").write_text(
                 json.dumps({"nvcc_version": found or "(not run on this host)", "driver_stub": stub}, indent=1)
             )
-            shutil.rmtree(toolkit_dir, ignore_errors=True)
-            scratch.rename(toolkit_dir)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
     facts = json.loads(record.read_text())
     console.print(f"CUDA {release}: nvcc {facts['nvcc_version']} ({origin.detail})")
     return Toolkit(

@@ -7,22 +7,17 @@ manifest's is deleted and refused. WHEELFACTORY_CUDA_REDIST_URL points at a mirr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import tarfile
-import tempfile
 import urllib.error
 import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from . import archives, host
 from .components import Placement, toolkit_table
 from .errors import ToolFailure
-
-TIMEOUT_S = 60
 
 
 class Unreachable(Exception):
@@ -49,7 +44,7 @@ def manifest(release: str, cache: Path) -> dict[str, object]:
     cached = cache / "redist" / name
     if not cached.is_file():
         try:
-            with urllib.request.urlopen(base_url() + name, timeout=TIMEOUT_S) as response:
+            with urllib.request.urlopen(base_url() + name, timeout=archives.TIMEOUT_S) as response:
                 body = response.read()
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -58,7 +53,7 @@ def manifest(release: str, cache: Path) -> dict[str, object]:
             json.loads(body)
         except ValueError as exc:
             raise Unreachable(f"{base_url()}{name} is not a manifest ({exc})") from None
-        _write_atomically(cached, body)
+        host.write_atomically(cached, body)
     loaded: dict[str, object] = json.loads(cached.read_bytes())
     return loaded
 
@@ -82,16 +77,8 @@ def fetch(item: Archive, cache: Path) -> Path:
     """The archive, downloaded once into the cache and checked against the manifest's sha256 every time."""
     target = cache / "redist" / PurePosixPath(item.relative_path)
     if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".part-", delete=False) as partial:
-            try:
-                with urllib.request.urlopen(item.url, timeout=TIMEOUT_S) as response:
-                    shutil.copyfileobj(response, partial)
-            except (urllib.error.URLError, OSError) as exc:
-                Path(partial.name).unlink(missing_ok=True)
-                raise ToolFailure(f"downloading {item.url} failed: {getattr(exc, 'reason', exc)}") from None
-        Path(partial.name).replace(target)
-    actual = _sha256(target)
+        archives.download(item.url, target)
+    actual = archives.sha256(target)
     if actual != item.sha256:
         target.unlink()
         raise ToolFailure(
@@ -99,23 +86,6 @@ def fetch(item: Archive, cache: Path) -> Path:
             "deleted; if a mirror serves it, check the mirror"
         )
     return target
-
-
-def unpack(archive_path: Path, into: Path) -> Path:
-    """Unpack a .tar.xz or .zip archive safely; returns its one top folder (NVIDIA's archives have one)."""
-    into.mkdir(parents=True, exist_ok=True)
-    if archive_path.name.endswith(".zip"):
-        with zipfile.ZipFile(archive_path) as z:
-            for member in z.infolist():
-                path = PurePosixPath(member.filename)
-                if path.is_absolute() or ".." in path.parts:
-                    raise ToolFailure(f"{archive_path.name}: unsafe member {member.filename!r}")
-            z.extractall(into)
-    else:
-        with tarfile.open(archive_path) as t:
-            t.extractall(into, filter="data")
-    tops = list(into.iterdir())
-    return tops[0] if len(tops) == 1 and tops[0].is_dir() else into
 
 
 def place(unpacked: Path, placements: tuple[Placement, ...], overlay: Path) -> list[str]:
@@ -129,18 +99,3 @@ def place(unpacked: Path, placements: tuple[Placement, ...], overlay: Path) -> l
             shutil.copy2(unpacked / rel, target)
             placed.append(f"{placement.to}/{target.name}")
     return placed
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write_atomically(path: Path, body: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.part")
-    partial.write_bytes(body)
-    partial.replace(path)

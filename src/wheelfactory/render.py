@@ -9,8 +9,6 @@ from __future__ import annotations
 import ast
 import json
 import shlex
-import shutil
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -21,9 +19,11 @@ from typing import Any
 import jinja2
 import tomlkit
 import yaml
+from filelock import FileLock
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from . import host
 from .buildenv import linux_environment, windows_environment
 from .components import OS, component_table, platforms
 from .errors import UserError
@@ -451,20 +451,11 @@ def stale_files(rendered: list[RenderedVariant], out_dir: Path) -> list[str]:
 
 
 def write(rendered: list[RenderedVariant], out_dir: Path) -> None:
-    """Replace out_dir with exactly the rendered files, all or nothing."""
+    """Replace out_dir with exactly the rendered files, all or nothing (one writer at a time)."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".variants-", dir=out_dir.parent))
-    try:
+    with FileLock(out_dir.with_name(f".{out_dir.name}.lock")), host.built_aside(out_dir) as staging:
         for r in rendered:
             for name, text in r.files.items():
                 path = staging / r.variant.dist_name / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8", newline="\n")
-        staging.chmod(0o755)  # mkdtemp makes it 0700: the rendered files are for everyone to read
-        old = out_dir.with_name(out_dir.name + ".old")
-        if out_dir.exists():
-            out_dir.rename(old)
-        staging.rename(out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

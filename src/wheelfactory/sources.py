@@ -11,16 +11,13 @@ against that pin every time they are fetched: a changed archive or a moved commi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sys
-import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-import zipfile
 from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from urllib.parse import urldefrag, urljoin
@@ -28,14 +25,13 @@ from urllib.parse import urldefrag, urljoin
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename
 
-from . import host
+from . import archives, host
 from .errors import ToolFailure, UserError
 from .host import cache_dir
 from .inputs import PathSource, SdistSource, Source
 from .progress import step
 
 PYPI = "https://pypi.org/simple/"
-TIMEOUT_S = 60
 
 
 def source_tree(source: Source, recipe_dir: Path) -> Path:
@@ -92,7 +88,7 @@ def _project_files(index: str, project: str) -> list[tuple[str, str]]:
     page = urljoin(index, f"{canonicalize_name(project)}/")
     request = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=archives.TIMEOUT_S) as response:
             body = response.read()
             kind = response.headers.get_content_type()
     except (urllib.error.URLError, OSError) as exc:
@@ -121,25 +117,6 @@ def _find_sdist(requirement: str) -> tuple[str, str]:
     raise ToolFailure(f"no sdist of {requirement} on {', '.join(index_urls())} — check the name and version")
 
 
-def _unpack(archive: Path, into: Path) -> Path:
-    """Unpack an sdist without letting it write outside `into`; returns its one top folder."""
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as z:
-            for member in z.namelist():
-                path = PurePosixPath(member)
-                if path.is_absolute() or ".." in path.parts:
-                    raise ToolFailure(f"{archive.name}: unsafe member {member!r} — refused")
-            z.extractall(into)
-    else:
-        with tarfile.open(archive) as t:
-            try:
-                t.extractall(into, filter="data")
-            except tarfile.FilterError as exc:
-                raise ToolFailure(f"{archive.name}: {exc} — refused") from None
-    tops = list(into.iterdir())
-    return tops[0] if len(tops) == 1 and tops[0].is_dir() else into  # sdists hold one name-version/ folder
-
-
 def _sdist(requirement: str, sha256: str) -> Path:
     with host.cache_lock(f"sdist-{sha256}"):
         return _fetch_sdist(requirement, sha256)
@@ -151,23 +128,17 @@ def _fetch_sdist(requirement: str, sha256: str) -> Path:
         return tree
     name, url = _find_sdist(requirement)
     with tempfile.TemporaryDirectory() as scratch, step(f"download the sdist {name}"):
-        archive = Path(scratch) / name
-        try:
-            with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, archive.open("wb") as out:
-                shutil.copyfileobj(response, out)
-        except (urllib.error.URLError, OSError) as exc:
-            raise ToolFailure(f"cannot download {url}: {getattr(exc, 'reason', exc)}") from None
-        actual = hashlib.sha256(archive.read_bytes()).hexdigest()
+        archive = archives.download(url, Path(scratch) / name)
+        actual = archives.sha256(archive)
         if actual != sha256:
             raise UserError(
                 f"{name} has sha256 {actual}, the recipe pins {sha256} — if the new archive is trusted, put its "
                 "sha256 in the recipe"
             )
-        root = _unpack(archive, Path(scratch) / "unpacked")
-        shutil.rmtree(tree, ignore_errors=True)
-        tree.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(root, tree, symlinks=True)
-        (tree / ".complete").write_text(name)
+        root = archives.unpack(archive, Path(scratch) / "unpacked")
+        with host.built_aside(tree) as building:
+            shutil.copytree(root, building, symlinks=True, dirs_exist_ok=True)
+            (building / ".complete").write_text(name)
     return tree
 
 
@@ -179,18 +150,15 @@ def _git(url: str, rev: str) -> Path:
 def _fetch_git(url: str, rev: str) -> Path:
     tree = cache_dir() / "sources" / f"git-{rev}"
     if not (tree / ".complete").is_file():
-        shutil.rmtree(tree, ignore_errors=True)
-        tree.parent.mkdir(parents=True, exist_ok=True)
-        with step(f"clone {url} at {rev[:12]}"):
+        with step(f"clone {url} at {rev[:12]}"), host.built_aside(tree) as building:
             for cmd in (
-                ["git", "clone", "--quiet", "--no-checkout", url, str(tree)],
-                ["git", "-C", str(tree), "checkout", "--quiet", "--detach", rev],
+                ["git", "clone", "--quiet", "--no-checkout", url, str(building)],
+                ["git", "-C", str(building), "checkout", "--quiet", "--detach", rev],
             ):
                 done = host.run(cmd, f"fetching {url} at {rev}", check=False)
                 if done.returncode != 0:
-                    shutil.rmtree(tree, ignore_errors=True)
                     raise ToolFailure(f"cannot fetch {url} at {rev}: {host.tail(done.stderr, 8)}")
-        (tree / ".complete").write_text(rev)
+            (building / ".complete").write_text(rev)
     head = host.run(["git", "-C", str(tree), "rev-parse", "HEAD"], "reading the checkout's commit", check=False)
     if head.stdout.strip() != rev:
         raise UserError(f"{url}: the checkout is at {head.stdout.strip()}, not at the recipe's rev {rev}")
