@@ -5,15 +5,18 @@ hide a broken wheel."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
 from wheelfactory.provision import provision
-from wheelfactory.smoke import TierResult, smoke
+from wheelfactory.render import extras
+from wheelfactory.smoke import HostMachine, TierResult, smoke, tier1, tier2
 from wheelfactory.wheelfile import pack, unpack
 
 from .conftest import Built
@@ -105,3 +108,28 @@ def test_a_system_cuda_does_not_hide_a_broken_wheel(built12: Built, decoy_image:
     failed = next(c for c in venv.checks if c.name.startswith("import cuprobe._runtime"))
     assert not failed.ok
     assert "CUDA libraries loaded from outside" in failed.detail and f"{SYSTEM_CUDA}/libcudart.so.12" in failed.detail
+
+
+def test_the_windows_smoke_machine_lays_out_real_installs(
+    built12: Built, build_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HostMachine is what a Windows runner smokes with: real venvs, and NVIDIA's wheels installed by pip into one
+    # and with --target into a folder on PYTHONPATH. No Windows host exists here; its code is the same on Linux
+    # but for the venv's Scripts\python.exe and the py launcher, so it runs here on this host's CPython 3.12 with
+    # the Linux wheel (this host's own CUDA is 13: nothing of CUDA 12 is on its loader path).
+    (python,) = [p for p in host_pythons() if p.version == "3.12"]
+    monkeypatch.setenv("PATH", f"{python.prefix / 'bin'}{os.pathsep}{os.environ['PATH']}")  # as setup-python does
+    built = existing(built12.wheel, built12.variant, build_image)
+    machine = HostMachine(built.path, built.toolkit.wheel_dir, "3.12", None, sorted(extras(built.variant)))
+    try:
+        bare, layouts = machine.create_venvs()
+        tiers = [tier1(machine, bare, built), *(tier2(machine, layout, built) for layout in layouts)]
+    finally:
+        machine.close()
+    assert all(t.passed for t in tiers), [(t.label, c.name, c.detail) for t in tiers for c in t.checks if not c.ok]
+    assert [t.layout for t in tiers] == [None, "venv", "target"]
+    for tier, layout in zip(tiers[1:], layouts, strict=True):
+        runtime = next(c for c in tier.checks if c.name.startswith("import cuprobe._runtime"))
+        assert CUDART[12] in [Path(lib).name for lib in runtime.libraries]
+        assert all(lib.startswith(str(Path(layout.site).resolve())) for lib in runtime.libraries), runtime.libraries
+    assert not machine.scratch.exists()  # closed: nothing of the venvs is left on the runner

@@ -122,7 +122,6 @@ class ContainerMachine:
 
     def __init__(self, image: str, wheel: Path, runtime: Path, python: str, requirements: Path | None) -> None:
         self.engine = host.container_engine()
-        self.python_version = python
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
@@ -200,16 +199,16 @@ class HostMachine:
         self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
 
     def _base_python(self) -> str:
+        """The runner's CPython of the wheel's version: the py launcher's (Windows), else python3.X on PATH —
+        the one that answers (a version manager's shim may stand on PATH for a Python it does not select)."""
         launcher = shutil.which("py")
-        if launcher:
-            found = host.run(
-                [launcher, f"-{self.python_version}", "-c", "import sys; print(sys.executable)"], "py", check=False
-            )
+        candidates = [[launcher, f"-{self.python_version}"]] if launcher else []
+        on_path = shutil.which(f"python{self.python_version}")
+        candidates += [[on_path]] if on_path else []
+        for command in candidates:
+            found = host.run([*command, "-c", "import sys; print(sys.executable)"], "finding Python", check=False)
             if found.returncode == 0:
                 return found.stdout.strip()
-        on_path = shutil.which(f"python{self.python_version}")
-        if on_path:
-            return on_path
         raise ToolFailure(f"no Python {self.python_version} on this host to smoke-test its wheel — install it")
 
     def _venv_python(self, venv: Path) -> str:
@@ -220,11 +219,15 @@ class HostMachine:
         for name in ("bare", "cuda", "targeted"):
             host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
         cuda = self._venv_python(self.scratch / "cuda")
-        found = ["--find-links", self.requirements] if self.requirements else []
-        wheels = ["--find-links", str(self.cuda_wheels), *found]
-        self.install(cuda, *wheels, with_extras(self.wheel, self.cuda_extras))
         target = self.scratch / "target"
-        self.install(cuda, *wheels, "--target", str(target), *cuda_requirements(Path(self.wheel), self.cuda_extras))
+        # NVIDIA's wheels where pip puts them for each layout; tier 2 installs the wheel itself beside them.
+        nvidia = cuda_requirements(Path(self.wheel), self.cuda_extras)
+        for destination in ([], ["--target", str(target)]):
+            installed = self.install(cuda, "--find-links", str(self.cuda_wheels), *destination, *nvidia)
+            if installed.returncode != 0:
+                raise ToolFailure(
+                    f"cannot install {' '.join(nvidia)} for the smoke tiers: {host.tail(installed.stderr, 8)}"
+                )
         layouts = [
             Layout("venv", cuda, str(self.scratch / "cuda")),
             Layout("target", self._venv_python(self.scratch / "targeted"), str(target), str(target)),
