@@ -1,10 +1,12 @@
-"""Entry points. Each session installs the engine and calls one `python -m wheelfactory` command.
+"""Entry points. Each session installs the engine (once per state of pyproject.toml) and calls one
+`python -m wheelfactory` command.
 
 The GitHub Actions release pipeline runs these very sessions, with the arguments `nox -s plan` prints.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -27,8 +29,16 @@ def cuda_majors() -> list[int]:
 
 
 def _engine(session: nox.Session, *extras: str) -> None:
+    """Install the engine (editable) into the session's venv, once per state of its dependencies: source changes
+    reach an editable install by themselves, and pip's reinstall would cost seconds on every run."""
     spec = f".[{','.join(extras)}]" if extras else "."
+    wanted = f"{spec} {hashlib.sha256(Path('pyproject.toml').read_bytes()).hexdigest()}"
+    stamp = Path(str(session.virtualenv.location)) / ".wheelfactory-installed"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
+        session.log(f"the engine ({spec}) is installed and its dependencies are unchanged")
+        return
     session.install("-e", spec)
+    stamp.write_text(wanted, encoding="utf-8")
 
 
 def _factory(session: nox.Session, *args: str) -> None:
