@@ -101,13 +101,18 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
     return target
 
 
-LOADER_IMPORT = "from . import _cuda_variant  # wheelfactory: NVIDIA's DLL directories, before any extension loads\n"
+# Imported only when the file runs as a package's __init__: build scripts exec it bare to read its version
+# (pycuda's setup.py does), where a relative import would fail.
+LOADER_IMPORT = (
+    'if globals().get("__package__"):  # wheelfactory: find the CUDA libraries before any extension loads\n'
+    "    from . import _cuda_variant\n"
+)
 
 
 def inject_loader(init: Path) -> None:
-    """Make the package import its variant module first: on Windows that adds the CUDA DLL directories.
+    """Make the package import its variant module first: it finds NVIDIA's libraries wherever pip put them.
 
-    The line goes after the module docstring and `from __future__` imports, which must stay first. Idempotent.
+    The lines go after the module docstring and `from __future__` imports, which must stay first. Idempotent.
     """
     source = init.read_text(encoding="utf-8") if init.is_file() else ""
     if LOADER_IMPORT in source:
