@@ -38,7 +38,7 @@ def _by_recipe(jobs: list[dict]) -> dict[str, int]:  # type: ignore[type-arg]
 
 # What each recipe builds on: cuprobe everywhere, the upstream packages on Linux (their recipes say why).
 LINUX = ["linux-x86_64", "linux-aarch64"]
-RECIPE_PLATFORMS: dict[str, list[str] | None] = {"cuprobe": None, "cuvec": LINUX, "pyvkfft": LINUX}
+RECIPE_PLATFORMS: dict[str, list[str] | None] = {"cuprobe": None, "cuvec": LINUX, "pycuda": LINUX, "pyvkfft": LINUX}
 
 
 def _plan(project: Path, capsys: pytest.CaptureFixture[str], kind: str = "smoke") -> list[dict]:  # type: ignore[type-arg]
@@ -55,6 +55,7 @@ def test_one_wheel_per_matrix_cell(project: Path, capsys: pytest.CaptureFixture[
     assert expected == {
         "cuprobe": 5 * 3 * 2 + 4 * 3,  # 3.14 × CUDA 11 excluded
         "cuvec": 5 * 2 * 2 + 4 * 2,  # Linux only
+        "pycuda": 28,
         "pyvkfft": 28,
     }
     assert _by_recipe(wheels) == expected
@@ -71,7 +72,7 @@ def test_one_build_job_per_cuda_major_and_platform(project: Path, capsys: pytest
     expected = [f"cuprobe-cuda{major}x-{platform}" for major, names in platforms.items() for platform in names]
     expected += [
         f"{recipe}-cuda{major}x-{platform}"
-        for recipe in ("cuvec", "pyvkfft")
+        for recipe in ("cuvec", "pycuda", "pyvkfft")
         for major in platforms
         for platform in ("manylinux_x86_64", "manylinux_aarch64")
     ]
@@ -88,7 +89,7 @@ def test_exclusions_shrink_the_plan(project: Path, capsys: pytest.CaptureFixture
     matrix["exclude"].append({"platform": "linux-aarch64", "python": "3.10"})
     matrix_path.write_text(yaml.safe_dump(matrix))
     jobs = _plan(project, capsys)
-    assert _by_recipe(jobs) == {"cuprobe": 42 - 3, "cuvec": 28 - 3, "pyvkfft": 28 - 3}
+    assert _by_recipe(jobs) == {"cuprobe": 42 - 3, "cuvec": 28 - 3, "pycuda": 28 - 3, "pyvkfft": 28 - 3}
     assert _by_recipe(jobs) == {name: _expansion(matrix, platforms) for name, platforms in RECIPE_PLATFORMS.items()}
 
 

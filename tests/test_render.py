@@ -19,7 +19,7 @@ from wheelfactory.sources import source_tree
 
 from .conftest import REPO, SOURCES, add_multipkg
 
-DISTS = [f"{recipe}-cuda{major}x" for recipe in ("cuprobe", "cuvec", "pyvkfft") for major in (11, 12, 13)]
+DISTS = [f"{recipe}-cuda{major}x" for recipe in ("cuprobe", "cuvec", "pycuda", "pyvkfft") for major in (11, 12, 13)]
 GOLDEN = Path(__file__).parent / "golden"
 NVIDIA = {
     11: {"nvidia-cuda-runtime-cu11", "nvidia-cuda-nvrtc-cu11", "nvidia-cublas-cu11"},
@@ -115,7 +115,7 @@ def test_matrix_option_renders_another_matrix(project: Path, tmp_path: Path) -> 
     )
     assert main(["--root", str(project), "render", "--matrix", str(other)]) == 0
     out = project / "build" / "variants"
-    assert sorted(p.name for p in out.iterdir()) == ["cuprobe-cuda12x", "cuvec-cuda12x", "pyvkfft-cuda12x"]
+    assert sorted(p.name for p in out.iterdir()) == [f"{r}-cuda12x" for r in ("cuprobe", "cuvec", "pycuda", "pyvkfft")]
     cibw = _pyproject(out, "cuprobe-cuda12x")["tool"]["cibuildwheel"]
     assert cibw["build"] == ["cp312-manylinux_x86_64"]
     assert cibw["linux"]["manylinux-x86_64-image"] == "img:1"

@@ -135,3 +135,18 @@ def test_a_setuptools_source_with_two_packages(tmp_path: Path, build_image: str)
     tier1 = _checks(built, 1)
     assert tier1["import multipkg._flags → ok"][0]
     assert next(ok for name, (ok, _) in tier1.items() if name.startswith("import multipkgx._runtime → ImportError"))
+
+
+def test_pycuda_reaches_dist_though_its_setup_py_runs_its_init_bare(tmp_path: Path, build_image: str) -> None:
+    # setup.py execs pycuda/__init__.py in an empty dict for its version: the variant module's import that the
+    # factory adds there must not run then (a relative import without __package__ fails), and must on import.
+    built = build_recipe(tmp_path, 12, build_image, "pycuda")
+    record = built.record
+    assert record.passed, record.why_not()
+    driver = next(b for b in record.built.binaries.values() if b.module == "pycuda._driver")
+    assert {"libcuda.so.1", "libcurand.so.10"} <= set(driver.needed)
+    assert driver.rpath == ("$ORIGIN/../nvidia/curand/lib",)
+    assert metadata(built.wheel)["Version"] == "2026.1"
+    # No GPU here: the driver module fails on libcuda.so.1 alone once cuRAND is installed; the package imports.
+    ok, detail = next(v for name, v in _checks(built, 2).items() if name.startswith("import pycuda._driver"))
+    assert ok and "libcuda.so.1: cannot open shared object file" in detail
