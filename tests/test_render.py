@@ -170,6 +170,18 @@ def test_a_setup_py_only_source_gets_a_generated_pyproject(rendered: Path) -> No
     assert project["dependencies"] == ["nvidia-cuda-nvrtc>=13.0,<14", "numpy", "psutil"]
 
 
+def test_the_classifiers_setup_py_gives_are_kept(rendered: Path) -> None:
+    # A [project] that sets classifiers makes setuptools drop setup()'s: the variant carries them, with the
+    # source's own Development Status rather than the factory's default, and its own build classifiers.
+    classifiers = _pyproject(rendered, "pycuda-cuda12x")["project"]["classifiers"]
+    assert "Development Status :: 5 - Production/Stable" in classifiers
+    assert not [c for c in classifiers if c.startswith("Development Status :: 4")]
+    assert {"Topic :: Scientific/Engineering :: Physics", "Programming Language :: C++"} <= set(classifiers)
+    assert "Environment :: GPU :: NVIDIA CUDA :: 12" in classifiers
+    pythons = [c for c in classifiers if c.startswith("Programming Language :: Python :: 3.")]
+    assert pythons == [f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 15)]
+
+
 def test_a_setuptools_variant_matches_its_golden_file(project: Path) -> None:
     add_multipkg(project)
     assert main(["--root", str(project), "render"]) == 0

@@ -177,21 +177,48 @@ def windows_repair_command(variant: Variant) -> str:
     return f'delvewheel repair --exclude "{";".join(excluded_libraries(variant, "windows"))}" -w {{dest_dir}} {{wheel}}'
 
 
-def setup_py_fields(tree: Path) -> list[str]:
-    """The [project] fields a setup.py-only source gives through setup() (data/setuptools_fields.yaml), read from
-    the keywords of its setup() call without running it; only the always-accepted ones when that cannot be told."""
-    table = yaml.safe_load(files("wheelfactory.data").joinpath("setuptools_fields.yaml").read_text("utf-8"))
-    fields: list[str] = []
+def _setup_keywords(tree: Path) -> dict[str, ast.expr]:
+    """The keywords of the source's setup() calls, read from setup.py without running it; none of a call whose
+    `setup(**options)` hides what it gives."""
     try:
         module = ast.parse((tree / "setup.py").read_bytes())
     except (OSError, SyntaxError, ValueError):
-        module = ast.Module(body=[], type_ignores=[])
+        return {}
+    keywords: dict[str, ast.expr] = {}
     for node in ast.walk(module):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "setup":
-            given = [k.arg for k in node.keywords]
-            if None not in given:  # setup(**options) hides what it gives
-                fields += [table["keywords"][k] for k in given if k in table["keywords"]]
+        if not isinstance(node, ast.Call) or getattr(node.func, "id", getattr(node.func, "attr", None)) != "setup":
+            continue
+        if all(k.arg is not None for k in node.keywords):
+            keywords.update({str(k.arg): k.value for k in node.keywords})
+    return keywords
+
+
+def setup_py_fields(tree: Path) -> list[str]:
+    """The [project] fields a setup.py-only source gives through setup() (data/setuptools_fields.yaml); only the
+    always-accepted ones when that cannot be told."""
+    table = yaml.safe_load(files("wheelfactory.data").joinpath("setuptools_fields.yaml").read_text("utf-8"))
+    fields = [table["keywords"][k] for k in _setup_keywords(tree) if k in table["keywords"]]
     return list(dict.fromkeys([*fields, *table["always"]]))
+
+
+def setup_py_classifiers(tree: Path) -> list[str]:
+    """The classifiers setup() gives as a literal list (the variant's [project] sets classifiers, so setuptools
+    would drop setup()'s); none where they are computed."""
+    given = _setup_keywords(tree).get("classifiers")
+    try:
+        value = ast.literal_eval(given) if given is not None else []
+    except ValueError:
+        return []
+    return [str(c) for c in value] if isinstance(value, list | tuple) else []
+
+
+def merged_classifiers(source: list[str], variant: list[str]) -> list[str]:
+    """The source's classifiers but those that describe a build, then the variant's: its build classifiers say
+    what this wheel is, and its Development Status stands only where the source states none."""
+    kept = [c for c in source if not c.startswith(_BUILD_CLASSIFIERS)]
+    has_status = any(c.startswith(_SOURCE_CLASSIFIERS) for c in kept)
+    added = [c for c in variant if not (has_status and c.startswith(_SOURCE_CLASSIFIERS))]
+    return list(dict.fromkeys([*kept, *added]))
 
 
 def _context(variant: Variant, matrix_file: str, root: Path, tree: Path) -> dict[str, object]:
@@ -231,6 +258,7 @@ def _context(variant: Variant, matrix_file: str, root: Path, tree: Path) -> dict
         classifiers.append("Operating System :: POSIX :: Linux")
     if by_os["windows"]:
         classifiers.append("Operating System :: Microsoft :: Windows")
+    classifiers = merged_classifiers(setup_py_classifiers(tree), classifiers)
     recipe_file = (variant.recipe_dir / "recipe.yaml").resolve()
     try:
         recipe_shown = str(recipe_file.relative_to(root.resolve()))
@@ -362,16 +390,10 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
         for extra, directive in computed.get("optional-dependencies", {}).items():
             extras_now[str(extra)] = _computed_requirements(tree, directive, f"extra {extra}", variant)
     extras_now.update({str(k): list(v) for k, v in ours.get("optional-dependencies", {}).items()})
-    kept = [str(c) for c in project.get("classifiers", []) if not str(c).startswith(_BUILD_CLASSIFIERS)]
+    source_classifiers = [str(c) for c in project.get("classifiers", [])]
     for key in VARIANT_FIELDS:
         project[key] = ours[key]
-    # The source's own status stands; the variant's build classifiers replace what the source claimed.
-    added = [
-        c
-        for c in ours["classifiers"]
-        if not (c.startswith(_SOURCE_CLASSIFIERS) and any(k.startswith(_SOURCE_CLASSIFIERS) for k in kept))
-    ]
-    project["classifiers"] = _multiline(list(dict.fromkeys([*kept, *added])))
+    project["classifiers"] = _multiline(merged_classifiers(source_classifiers, [str(c) for c in ours["classifiers"]]))
     project["dependencies"] = _multiline(dependencies(variant, source_deps))
     if extras_now:
         extras_table = project.setdefault("optional-dependencies", tomlkit.table())
