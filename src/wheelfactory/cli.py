@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import EXIT_INPUT, EXIT_TOOL, InputError, ToolFailure, UserError
+from .inputs.references import image_problem
 from .plan import make_plan
 from .progress import console
 from .render import render_plan, stale_files, write
@@ -131,6 +132,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _image(value: str) -> str:
+    """--image: a container image reference, never anything the engine could take for more."""
+    why = image_problem(value)
+    if why:
+        raise argparse.ArgumentTypeError(f"{value!r}: {why}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="wheelfactory", description=__doc__)
     top.add_argument("--root", default=".", help="project root holding matrix.yaml, recipes/ and templates/")
@@ -152,7 +161,7 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--cuda", type=int, required=True, help="CUDA major")
     build.add_argument("--python", action="append", default=[], help="CPython version (repeatable)")
     build.add_argument("--recipe", action="append", default=[], help="recipe name (repeatable)")
-    build.add_argument("--image", help="Linux build image (overrides the matrix's)")
+    build.add_argument("--image", type=_image, help="Linux build image (overrides the matrix's)")
     build.add_argument("--platform", choices=["linux", "windows"], help="defaults to this host's")
     build.add_argument("--matrix", help="another matrix file")
     build.add_argument("--container", help="Windows: run the build inside this Windows build container image")
@@ -163,7 +172,7 @@ def parser() -> argparse.ArgumentParser:
 
     smoke = sub.add_parser("smoke", help="re-run the GPU-free smoke tiers on existing wheels")
     smoke.add_argument("wheels", nargs="+", type=Path)
-    smoke.add_argument("--image", help="the clean machine's image (default: the matrix's build image)")
+    smoke.add_argument("--image", type=_image, help="the clean machine's image (default: the matrix's build image)")
     smoke.add_argument("--matrix", help="another matrix file")
     smoke.set_defaults(run=cmd_smoke)
 

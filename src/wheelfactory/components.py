@@ -123,6 +123,7 @@ class Platform(_Frozen):
     cibw_arch: str
     identifier: str
     image_option: str | None = None
+    machine_words: tuple[str, ...]  # how image names and runner labels name this machine
 
 
 NvccSource = Literal["pip", "redist", "debian"]
@@ -153,7 +154,7 @@ class ToolkitRelease(_Frozen):
     debian: DebianRelease | None = None
     gcc: int  # the newest GCC major this release's nvcc accepts as host compiler
     msvc: str  # the newest MSVC toolset (14.XY) this release's nvcc accepts
-    archs: tuple[int, int]  # the oldest and newest sm_XY this release's nvcc compiles for
+    archs: tuple[int, ...]  # every sm_XY this release's nvcc compiles for (data/gpu_archs.yaml)
 
 
 class RedistSettings(_Frozen):
@@ -197,7 +198,12 @@ def component_table() -> ComponentTable:
 
 @cache
 def toolkit_table() -> ToolkitTable:
-    return ToolkitTable.model_validate(_data("toolkits.yaml"))
+    data = _data("toolkits.yaml")
+    archs = _data("gpu_archs.yaml")
+    assert isinstance(data, dict) and isinstance(archs, dict)
+    for release, settings in data["releases"].items():
+        settings["archs"] = archs[release]  # a release without its list is a KeyError here, at first use
+    return ToolkitTable.model_validate(data)
 
 
 @cache

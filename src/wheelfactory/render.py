@@ -18,15 +18,16 @@ from typing import Any
 
 import jinja2
 import tomlkit
+import tomlkit.exceptions
 import yaml
 from filelock import FileLock
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
 from .buildenv import linux_environment, windows_environment
 from .components import OS, component_table, platforms
-from .errors import UserError
+from .errors import InputError, Problem, UserError
 from .plan import Plan, Variant
 from .sources import package_dir, source_tree
 
@@ -48,6 +49,40 @@ _SOURCE_CLASSIFIERS = ("Development Status ::",)
 # Written into the package at build time: what the variant needs from CUDA (and, on Windows, its DLL loader).
 VARIANT_MODULE = "_cuda_variant.py"
 CLASSIFIER_GPU = "Environment :: GPU :: NVIDIA CUDA :: {major}"
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A text file of the package's source (its pyproject.toml, a requirements file), which problems of the
+    source are reported against: the user can open it, and pins another release or names what it lacks."""
+
+    shown: str  # relative to the project root when inside it, else its path in the cache
+    text: str
+    root: Path  # the project root, against which files beside it are shown
+
+    @classmethod
+    def read(cls, path: Path, root: Path) -> SourceText:
+        shown = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError([Problem(shown, 1, 1, f"cannot read it: {exc.strerror}")]) from None
+        try:
+            return cls(shown, data.decode("utf-8"), root)
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            col = exc.start - data.rfind(b"\n", 0, exc.start)
+            message = (
+                f"byte 0x{data[exc.start]:02x} is not UTF-8 text — the source must be fixed, or another release pinned"
+            )
+            raise InputError([Problem(shown, line, col, message)]) from None
+
+    def problem(self, near: str, message: str) -> Problem:
+        """A problem at the first place `near` appears in the file (its start when nowhere)."""
+        at = self.text.find(near) if near else -1
+        if at < 0:
+            return Problem(self.shown, 1, 1, message)
+        return Problem(self.shown, self.text.count("\n", 0, at) + 1, at - self.text.rfind("\n", 0, at), message)
 
 
 @dataclass(frozen=True)
@@ -333,9 +368,7 @@ def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
         context = _context(variant, matrix_file, root, tree)
         generated = template.render(context)
         source = tree / "pyproject.toml"
-        pyproject = (
-            _rewrite(source.read_text(encoding="utf-8"), generated, variant, tree) if source.is_file() else generated
-        )
+        pyproject = _rewrite(SourceText.read(source, root), generated, variant, tree) if source.is_file() else generated
         rendered.append(
             RenderedVariant(variant, {"pyproject.toml": pyproject, VARIANT_MODULE: variant_module.render(context)})
         )
@@ -351,21 +384,26 @@ def _package_lists() -> dict[str, list[str]]:
     return table
 
 
-def _rewrite(source: str, generated: str, variant: Variant, tree: Path) -> str:
+def _rewrite(source: SourceText, generated: str, variant: Variant, tree: Path) -> str:
     """The source's own pyproject.toml made the variant's: every table kept ([build-system], [tool.*]), [project]
     rewritten where the variant differs (name, description, readme, requires-python, classifiers, dependencies
     and extras, and `dynamic` without what is now set), and [tool.cibuildwheel] and [tool.wheelfactory] the
     factory's. A source without a [project] table gets the generated one (setup.py provides the rest). Where the
     build backend would find the packages by the project's name, the variant lists them."""
     ours = tomlkit.parse(generated)
-    doc = tomlkit.parse(source)
+    try:
+        doc = tomlkit.parse(source.text)
+    except tomlkit.exceptions.ParseError as exc:
+        reason = str(exc).split(" at line ")[0]
+        message = f"not TOML: {reason} — the source must be fixed, or another release pinned"
+        raise InputError([Problem(source.shown, exc.line, exc.col + 1, message)]) from None  # tomlkit counts from 0
     header = generated.split("\n\n", 1)[0]  # the template's "generated, do not edit" lines
     if "build-system" not in doc:
         doc["build-system"] = ours["build-system"]
     if "project" not in doc:
         doc["project"] = ours["project"]
     else:
-        _rewrite_project(doc["project"], ours["project"], variant, doc, tree)
+        _rewrite_project(doc["project"], ours["project"], variant, doc, tree, source)
     for name in FACTORY_TABLES:
         doc.get("tool", {}).pop(name, None)
     _list_packages(doc, variant, tree)
@@ -377,18 +415,19 @@ def _rewrite(source: str, generated: str, variant: Variant, tree: Path) -> str:
     return text
 
 
-def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: Path) -> None:
+def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: Path, pyproject: SourceText) -> None:
     """[project] made the variant's. A field the variant sets leaves `dynamic`; where the source computed its
     requirements (setuptools' `file` directive), they are read here so that none is lost."""
     dynamic = [str(field) for field in project.get("dynamic", [])]
     computed = doc.get("tool", {}).get("setuptools", {}).get("dynamic", {})
     source_deps = [str(d) for d in project.get("dependencies", [])]
+    _check_requirements(pyproject, [(line, line) for line in source_deps])
     if "dependencies" in dynamic:
-        source_deps += _computed_requirements(tree, computed.get("dependencies"), "dependencies", variant)
+        source_deps += _computed_requirements(tree, computed.get("dependencies"), "dependencies", variant, pyproject)
     extras_now: dict[str, list[str]] = {}
     if "optional-dependencies" in dynamic:
         for extra, directive in computed.get("optional-dependencies", {}).items():
-            extras_now[str(extra)] = _computed_requirements(tree, directive, f"extra {extra}", variant)
+            extras_now[str(extra)] = _computed_requirements(tree, directive, f"extra {extra}", variant, pyproject)
     extras_now.update({str(k): list(v) for k, v in ours.get("optional-dependencies", {}).items()})
     source_classifiers = [str(c) for c in project.get("classifiers", [])]
     for key in VARIANT_FIELDS:
@@ -411,9 +450,10 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
             del project["dynamic"]
 
 
-def _computed_requirements(tree: Path, directive: Any, what: str, variant: Variant) -> list[str]:
+def _computed_requirements(tree: Path, directive: Any, what: str, variant: Variant, pyproject: SourceText) -> list[str]:
     """The requirement lines of a setuptools `{file = ...}` directive (blank lines, comments and pip options
-    left out)."""
+    left out). Only files of the source tree are read: a directive that leads out of it (`../../etc/hostname`,
+    or a link) would put the build host's files into published metadata."""
     files_given = directive.get("file") if isinstance(directive, dict) else None
     if files_given is None:
         if variant.recipe.dependencies:
@@ -424,11 +464,44 @@ def _computed_requirements(tree: Path, directive: Any, what: str, variant: Varia
         )
     lines = []
     for name in [files_given] if isinstance(files_given, str) else files_given:
-        for raw in (tree / str(name)).read_text(encoding="utf-8").splitlines():
+        path = tree / str(name)
+        if not path.resolve().is_relative_to(tree.resolve()):
+            message = (
+                f"the {what} file {str(name)!r} is outside the source tree — refused: only the source's own files "
+                "are read"
+            )
+            raise InputError([pyproject.problem(str(name), message)])
+        if not path.is_file():
+            message = (
+                f"the {what} file {str(name)!r} is not in the source — name the requirements in the recipe's "
+                "dependencies"
+            )
+            raise InputError([pyproject.problem(str(name), message)])
+        requirements = SourceText.read(path, pyproject.root)
+        kept = []
+        for raw in requirements.text.splitlines():
             line = raw.split(" #", 1)[0].strip()
             if line and not line.startswith(("#", "-")):
-                lines.append(line)
+                kept.append((line, raw))
+        _check_requirements(requirements, kept)
+        lines += [line for line, _ in kept]
     return lines
+
+
+def _check_requirements(file: SourceText, lines: list[tuple[str, str]]) -> None:
+    """Every (requirement, its text in `file`) is a valid requirement, else InputError at its place."""
+    problems = []
+    for line, raw in lines:
+        try:
+            Requirement(line)
+        except InvalidRequirement as exc:
+            reason = str(exc).splitlines()[0]
+            message = (
+                f"not a valid requirement: {reason} — the source must be fixed, or the recipe's dependencies name it"
+            )
+            problems.append(file.problem(raw, message))
+    if problems:
+        raise InputError(problems)
 
 
 def _multiline(values: list[str]) -> Any:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from ..components import component_table, cpython_range, platforms, toolkit_table
 from ..errors import InputError, Problem
+from .references import hosted_runner_is_arm, image_problem, names_machine, runner_problem
 from .validation import Loaded, Strict, VersionText, did_you_mean, display, validate
 from .yamlsource import Loc, SourceMap
 
@@ -150,13 +151,42 @@ def _platform_hint(name: str) -> str:
 def _check_platform(name: str, settings: PlatformSettings, at: Loc, src: SourceMap) -> list[Problem]:
     if name not in platforms():
         return [src.problem(at, f"unknown platform {name!r} — {_platform_hint(name)}", key=True)]
-    is_linux = platforms()[name].os == "linux"
+    platform = platforms()[name]
+    is_linux = platform.os == "linux"
+    problems = []
     if is_linux and settings.image is None:
         message = "a Linux platform needs an image — add image: quay.io/pypa/manylinux_2_28_x86_64 (or the aarch64 one)"
-        return [src.problem(at, message)]
+        problems.append(src.problem(at, message))
     if not is_linux and settings.image is not None:
-        return [src.problem((*at, "image"), "Windows builds run on the runner, not in an image — remove image")]
-    return []
+        problems.append(src.problem((*at, "image"), "Windows builds run on the runner, not in an image — remove image"))
+    elif settings.image is not None:
+        why = image_problem(settings.image)
+        if why:
+            problems.append(src.problem((*at, "image"), f"{settings.image!r}: {why} — fix the image"))
+    # What names another machine of the same OS (an x86_64 image or runner for linux-aarch64) would build for it.
+    other_words = tuple(
+        w
+        for other in platforms().values()
+        if other.os == platform.os and other.cibw_arch != platform.cibw_arch
+        for w in other.machine_words
+        if w not in platform.machine_words
+    )
+    arm = "arm" in platform.machine_words
+    for key in ("runner", "smoke_runner", "image"):
+        value = getattr(settings, key)
+        if value is None or (key == "image" and not is_linux):
+            continue
+        why = runner_problem(value) if key != "image" else None
+        if why:
+            problems.append(src.problem((*at, key), f"{value!r}: {why} — fix the label"))
+            continue
+        other = names_machine(value, other_words)
+        hosted_arm = hosted_runner_is_arm(value) if key != "image" else None
+        if other or (hosted_arm is not None and hosted_arm != arm):
+            what = f"names {other}" if other else f"is a GitHub-hosted {'Arm' if hosted_arm else 'x86_64'} runner"
+            message = f"{value!r} {what}, but {name} needs {platform.cibw_arch} — name a {key} for {platform.cibw_arch}"
+            problems.append(src.problem((*at, key), message))
+    return problems
 
 
 def _check_exclusions(matrix: Matrix, majors: list[int], src: SourceMap) -> list[Problem]:

@@ -3,13 +3,16 @@ of its modules may link — typed and checked against the matrix and the compone
 
 from __future__ import annotations
 
+import fnmatch
 import keyword
 import re
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier
+from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 from pydantic_core import PydanticCustomError
@@ -17,11 +20,14 @@ from pydantic_core import PydanticCustomError
 from ..components import component_table, platforms, toolkit_table
 from ..errors import InputError, Problem
 from .matrix import Matrix
-from .validation import MISSING_HINTS, Loaded, Strict, did_you_mean, display, validate
+from .references import git_url_problem
+from .validation import MISSING_HINTS, Loaded, Strict, did_you_mean, display, validate_leniently
 from .yamlsource import Loc, SourceMap
 
-# PEP 508 names, as packaging validates them.
-_DIST_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+# A distribution name becomes folder and file names (build/variants/<name>-cudaNNx/, the wheel's file name).
+MAX_NAME_LENGTH = 100
+# PEP 517: `module` or `module:object`, each a dotted Python name.
+_BACKEND_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?$", re.ASCII)
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
 _PACKAGE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -139,44 +145,104 @@ def _is_import_name(name: str) -> bool:
     return bool(_MODULE_RE.match(name)) and not any(keyword.iskeyword(part) for part in name.split("."))
 
 
+# What a required field stands in for while it failed validation: only checks that do not read it run then.
+_STAND_INS: dict[str, object] = {
+    "name": "recipe",
+    "version": "0",
+    "import": "recipe",
+    "source": {"path": "."},
+    "components": [],
+    "modules": {},
+}
+
+
 def load_recipe(path: Path, root: Path, matrix: Matrix) -> Loaded[Recipe]:
-    loaded = validate(Recipe, path, display(path, root))
-    problems = check_recipe(loaded.value, loaded.source, matrix, path.parent)
-    if problems:
+    """The recipe at `path`, or InputError with every problem in it: its YAML's, its types', and those of every
+    check whose fields validated."""
+    checked = validate_leniently(Recipe, path, display(path, root), _STAND_INS)
+    problems = list(checked.problems)
+    if checked.value is not None:
+        problems += check_recipe(checked.value, checked.source, matrix, path.parent, skip=checked.failed)
+    if problems or checked.value is None:
         raise InputError(problems)
-    return loaded
+    return Loaded(checked.value, checked.source)
 
 
-def check_recipe(recipe: Recipe, src: SourceMap, matrix: Matrix, recipe_dir: Path) -> list[Problem]:
+def check_recipe(
+    recipe: Recipe, src: SourceMap, matrix: Matrix, recipe_dir: Path, skip: frozenset[str] = frozenset()
+) -> list[Problem]:
+    """Every check of a validated recipe whose fields all validated (`skip`: those that did not)."""
     majors = {entry.major: entry for entry in matrix.cuda}
-    problems = _check_identity(recipe, src) + _check_source(recipe.source, src, recipe_dir)
-    problems += _check_requirements(recipe, src)
+    wanted = [m for m in (recipe.cuda if recipe.cuda is not None else list(majors)) if m in majors]
+    built_platforms = {m: [p for p in majors[m].platforms if recipe.builds_on(p)] for m in wanted}
+    checks: list[tuple[set[str], Callable[[], list[Problem]]]] = [
+        ({"name"}, lambda: _check_name(recipe, src, recipe_dir)),
+        ({"import", "version", "summary", "source", "gpu_checks", "smoke"}, lambda: _check_identity(recipe, src)),
+        ({"source"}, lambda: _check_source(recipe.source, src, recipe_dir)),
+        ({"version", "source"}, lambda: _check_version_pin(recipe, src)),
+        ({"dependencies", "build_requires", "build_backend"}, lambda: _check_requirements(recipe, src)),
+        ({"cuda"}, lambda: _check_majors(recipe, src, majors)),
+        ({"cuda", "platforms"}, lambda: _check_platforms(recipe, src, majors)),
+        ({"cuda", "platforms"}, lambda: _check_cells(recipe, src, matrix)),
+        ({"cuda", "cuda_archs"}, lambda: _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})),
+        ({"cuda", "platforms", "components", "optional"}, lambda: _check_components(recipe, src, built_platforms)),
+        ({"import", "packages"}, lambda: _check_packages(recipe, src)),
+        (
+            {"import", "packages", "modules", "device_code", "components", "optional"},
+            lambda: _check_modules(recipe, src),
+        ),
+        ({"shared_libraries", "components", "optional"}, lambda: _check_shared_libraries(recipe, src)),
+        ({"cuda", "dependencies", "environment"}, lambda: _check_per_major(recipe, src, wanted)),
+    ]
+    return [problem for fields, check in checks if not fields & skip for problem in check()]
+
+
+def _check_majors(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> list[Problem]:
+    if recipe.cuda is not None and not recipe.cuda:
+        return [src.problem(("cuda",), f"no CUDA majors — name some of {sorted(majors)}, or leave cuda out for all")]
+    problems = []
     for i, major in enumerate(recipe.cuda or []):
         if major not in majors:
-            problems.append(
-                src.problem(
-                    ("cuda", i),
-                    f"CUDA {major} is not in the matrix (it has "
-                    f"{', '.join(map(str, majors))}) — remove it or add it to matrix.yaml",
-                )
-            )
-    wanted = [m for m in (recipe.cuda if recipe.cuda is not None else list(majors)) if m in majors]
-    problems += _check_platforms(recipe, src, majors)
-    problems += _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})
-    built_platforms = {m: [p for p in majors[m].platforms if recipe.builds_on(p)] for m in wanted}
-    problems += _check_components(recipe, src, built_platforms)
-    problems += _check_packages(recipe, src) + _check_modules(recipe, src) + _check_shared_libraries(recipe, src)
-    problems += _check_per_major(recipe, src, wanted)
+            has = ", ".join(map(str, majors))
+            message = f"CUDA {major} is not in the matrix (it has {has}) — remove it or add it to matrix.yaml"
+            problems.append(src.problem(("cuda", i), message))
+        elif major in recipe.cuda[:i]:  # type: ignore[index]
+            problems.append(src.problem(("cuda", i), f"CUDA {major} is listed twice — keep one"))
     return problems
 
 
+def _check_cells(recipe: Recipe, src: SourceMap, matrix: Matrix) -> list[Problem]:
+    """A recipe must build something: of the CUDA major × platform pairs it asks for, one at least that the
+    matrix builds for some Python. When none is, every pair is named with the reason it is out."""
+    by_major = {entry.major: entry for entry in matrix.cuda}
+    asked_majors = recipe.cuda if recipe.cuda is not None else list(by_major)
+    reasons: list[str] = []
+    for major in asked_majors:
+        entry = by_major.get(major)
+        if entry is None:
+            continue  # reported by _check_majors
+        asked = recipe.platforms if recipe.platforms is not None else list(entry.platforms)
+        for platform in asked:
+            if platform in entry.not_built:
+                reasons.append(f"CUDA {major} × {platform}: not built ({entry.not_built[platform]})")
+            elif platform not in entry.platforms:
+                reasons.append(f"CUDA {major} × {platform}: the matrix does not build it")
+            elif all(any(rule.matches(py, major, platform) for rule in matrix.exclude) for py in matrix.python):
+                reasons.append(f"CUDA {major} × {platform}: excluded for every Python")
+            else:
+                return []
+    if not reasons:
+        return []  # nothing asked that the matrix has: _check_majors and _check_platforms say so
+    at: Loc = ("cuda",) if recipe.cuda is not None else ("platforms",) if recipe.platforms is not None else ("name",)
+    return [src.problem(at, f"nothing would be built — {'; '.join(reasons)}; ask for a pair the matrix builds")]
+
+
 def _check_platforms(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> list[Problem]:
-    """Known platforms, once each; one at least that the matrix builds (others may serve another matrix)."""
+    """Known platforms, once each (whether the matrix builds any of them is _check_cells')."""
     if recipe.platforms is None:
         return []
     if not recipe.platforms:
         return [src.problem(("platforms",), "no platforms — name at least one, e.g. [linux-x86_64]")]
-    in_matrix = sorted({p for entry in majors.values() for p in entry.platforms})
     problems = []
     for i, name in enumerate(recipe.platforms):
         if name not in platforms():
@@ -185,61 +251,147 @@ def _check_platforms(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> 
             )
         elif name in recipe.platforms[:i]:
             problems.append(src.problem(("platforms", i), f"{name} is listed twice — keep one"))
-    if not problems and not set(recipe.platforms) & set(in_matrix):
-        message = f"none of these is built by the matrix (it has {', '.join(in_matrix)}) — nothing would be built"
-        problems.append(src.problem(("platforms",), message))
     return problems
+
+
+def _check_name(recipe: Recipe, src: SourceMap, recipe_dir: Path) -> list[Problem]:
+    """A distribution name by packaging's own rules, of a sane length, that names its folder (which `--recipe`
+    and the plan's jobs use)."""
+    name = recipe.name
+    try:
+        canonicalize_name(name, validate=True)
+    except InvalidName:
+        message = (
+            f"{name!r} is not a valid distribution name — use ASCII letters, digits, '-', '_' and '.', starting and "
+            "ending with a letter or digit"
+        )
+        return [src.problem(("name",), message)]
+    if len(name) > MAX_NAME_LENGTH:
+        return [src.problem(("name",), f"{len(name)} characters, over {MAX_NAME_LENGTH} — give a shorter name")]
+    if re.search(r"[-_.]cuda\d+x?$", name, re.IGNORECASE):
+        message = f"{name!r} already carries a CUDA suffix — give the base name; the factory appends -cuda<major>x"
+        return [src.problem(("name",), message)]
+    if recipe_dir.name != name:
+        message = (
+            f"the recipe is named {name!r} but its folder is recipes/{recipe_dir.name}/ — rename the folder to "
+            f"recipes/{name}/ (the plan's --recipe names the folder)"
+        )
+        return [src.problem(("name",), message)]
+    return []
 
 
 def _check_identity(recipe: Recipe, src: SourceMap) -> list[Problem]:
     problems = []
-    if not _DIST_NAME_RE.match(recipe.name):
-        problems.append(
-            src.problem(
-                ("name",),
-                f"{recipe.name!r} is not a valid distribution name — use letters, "
-                "digits, '-', '_' and '.', starting and ending with a letter or digit",
-            )
-        )
-    elif re.search(r"[-_.]cuda\d+x?$", recipe.name, re.IGNORECASE):
-        problems.append(
-            src.problem(
-                ("name",),
-                f"{recipe.name!r} already carries a CUDA suffix — give the base "
-                "name; the factory appends -cuda<major>x",
-            )
-        )
     if not _is_import_name(recipe.import_name):
         message = f"{recipe.import_name!r} is not a Python module name (dotted identifiers, no keywords)"
         problems.append(src.problem(("import",), f"{message} — write the name `import` takes"))
     try:
-        Version(recipe.version)
+        version = Version(recipe.version)
+        if version.local is not None:
+            message = (
+                f"{recipe.version!r} has a local version (+{version.local}), which PyPI refuses — drop it; the "
+                "distribution name says the CUDA major"
+            )
+            problems.append(src.problem(("version",), message))
     except InvalidVersion:
         problems.append(src.problem(("version",), f'{recipe.version!r} is not a valid version — write e.g. "1.2.0"'))
-    for i, check in enumerate(recipe.gpu_checks):
+    if any(not c.isprintable() for c in recipe.summary):
+        message = (
+            "the summary is one line of printable text (Summary metadata) — remove line breaks and control characters"
+        )
+        problems.append(src.problem(("summary",), message))
+    code: list[tuple[Loc, str, str]] = [
+        (("gpu_checks", i, "run"), check.run, "check") for i, check in enumerate(recipe.gpu_checks)
+    ]
+    for group in ("gpu_free", "needs_optional"):
+        code += [(("smoke", group, i), text, "statement") for i, text in enumerate(getattr(recipe.smoke, group))]
+    for at, text, what in code:
         try:
-            compile(check.run, f"gpu_checks[{i}]", "exec")
-        except SyntaxError as exc:
-            message = f"not valid Python: {exc.msg} (line {exc.lineno} of the check) — fix the code"
-            problems.append(src.problem(("gpu_checks", i, "run"), message))
+            compile(text, ".".join(map(str, at)), "exec")
+        except (SyntaxError, ValueError) as exc:
+            detail = f"{exc.msg} (line {exc.lineno} of the {what})" if isinstance(exc, SyntaxError) else str(exc)
+            problems.append(src.problem(at, f"not valid Python: {detail} — fix the code"))
     return problems
+
+
+def _check_version_pin(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """An sdist's pin and the recipe's version name one release: the audit would refuse the wheel after the
+    build otherwise."""
+    if not isinstance(recipe.source, SdistSource) or _sdist_pin_problems(recipe.source.sdist, src):
+        return []
+    try:
+        pinned = Version(next(iter(Requirement(recipe.source.sdist).specifier)).version)
+        if pinned == Version(recipe.version):
+            return []
+    except (InvalidRequirement, InvalidVersion, StopIteration):
+        return []  # the pin or the version is reported as such
+    message = f"{recipe.version!r} is not the sdist's version {str(pinned)!r} — give the version the sdist pins"
+    return [src.problem(("version",), message)]
+
+
+def _nvidia_wheels() -> dict[str, tuple[str, int]]:
+    """NVIDIA's CUDA distributions (canonical name) -> (component, CUDA major)."""
+    wheels: dict[str, tuple[str, int]] = {}
+    for name, component in component_table().components.items():
+        for major, entry in component.majors.items():
+            wheels.setdefault(canonicalize_name(entry.distribution), (name, major))  # cublas before cublasLt
+    return wheels
 
 
 def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
     problems = []
-    lines: list[tuple[Loc, str]] = [(("build_requires", i), dep) for i, dep in enumerate(recipe.build_requires)]
+    lines: list[tuple[Loc, str, bool]] = [
+        (("build_requires", i), dep, False) for i, dep in enumerate(recipe.build_requires)
+    ]
     for i, dep in enumerate(recipe.dependencies):
         per_major = dep.items() if isinstance(dep, dict) else [(None, dep)]
         lines += [
-            (("dependencies", i) if major is None else ("dependencies", i, major), line) for major, line in per_major
+            (("dependencies", i) if major is None else ("dependencies", i, major), line, True)
+            for major, line in per_major
         ]
-    for at, line in lines:
+    nvidia = _nvidia_wheels()
+    for at, line, published in lines:
         try:
-            Requirement(line)
+            req = Requirement(line)
         except InvalidRequirement as exc:
             reason = str(exc).splitlines()[0]  # packaging adds the line and a caret below
             problems.append(src.problem(at, f'not a valid requirement: {reason} — write e.g. "numpy>=1.24"'))
+            continue
+        if not published:
+            continue  # build requirements stay in the sdist's [build-system]; PyPI never sees them
+        if req.url:
+            message = (
+                f"{req.name} @ {req.url} is a direct reference, which PyPI refuses in a wheel's metadata — "
+                f'require a released version ("{req.name}>=…")'
+            )
+            problems.append(src.problem(at, message))
+        elif canonicalize_name(req.name) in nvidia:
+            component, major = nvidia[canonicalize_name(req.name)]
+            message = (
+                f"{req.name} is NVIDIA's CUDA {major} wheel of the component {component!r} — declare {component} in "
+                "components (or optional): each variant then requires its own major's wheel"
+            )
+            problems.append(src.problem(at, message))
+    if not _BACKEND_RE.match(recipe.build_backend):
+        message = (
+            f"{recipe.build_backend!r} is not a build backend — write module:object, e.g. "
+            "setuptools.build_meta:__legacy__"
+        )
+        problems.append(src.problem(("build_backend",), message))
+    elif recipe.build_backend.startswith("setuptools.") and not any(
+        canonicalize_name(Requirement(r).name) == "setuptools" for _, r, p in lines if not p and _parses(r)
+    ):
+        message = f'{recipe.build_backend} is setuptools\'s backend; build_requires lacks it — add "setuptools>=77"'
+        problems.append(src.problem(("build_requires",), message))
     return problems
+
+
+def _parses(line: str) -> bool:
+    try:
+        Requirement(line)
+    except InvalidRequirement:
+        return False
+    return True
 
 
 def _check_packages(recipe: Recipe, src: SourceMap) -> list[Problem]:
@@ -257,7 +409,7 @@ def _check_packages(recipe: Recipe, src: SourceMap) -> list[Problem]:
 
 def _check_pattern(pattern: str, packages: list[str], at: Loc, src: SourceMap) -> list[Problem]:
     """A module name or pattern: dotted, with fnmatch wildcards, inside one of the recipe's packages."""
-    if not _MODULE_PATTERN_RE.match(pattern):
+    if not _MODULE_PATTERN_RE.match(pattern) or "\\" in pattern:
         return [src.problem(at, f"{pattern!r} is not a dotted module name or pattern (e.g. pkg._core.*)", key=True)]
     literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
     inside = any(literal.startswith(p + ".") or pattern == p for p in packages) or any(
@@ -274,10 +426,12 @@ def _check_pattern(pattern: str, packages: list[str], at: Loc, src: SourceMap) -
 def _check_shared_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:
     problems = []
     for pattern, allowed in recipe.shared_libraries.items():
-        if "/" in pattern or not pattern:
+        if not pattern or "/" in pattern or "\\" in pattern:
             problems.append(
                 src.problem(
-                    ("shared_libraries", pattern), f"{pattern!r}: give a file name pattern (libfoo*.so*)", key=True
+                    ("shared_libraries", pattern),
+                    f"{pattern!r}: give a file name pattern, no folders (libfoo*.so*, foo*.dll)",
+                    key=True,
                 )
             )
         problems += _check_allowed(recipe, allowed, ("shared_libraries", pattern), pattern, src)
@@ -369,10 +523,17 @@ def _check_modules(recipe: Recipe, src: SourceMap) -> list[Problem]:
             problems += _check_pattern(module, packages, ("modules", module), src)
         problems += _check_allowed(recipe, allowed, ("modules", module), module, src)
     for i, pattern in enumerate(recipe.device_code if valid_import else []):
-        problems += [
+        outside = [
             src.problem(("device_code", i), p.message.split(": ", 1)[-1])
             for p in _check_pattern(pattern, packages, ("device_code", i), src)
         ]
+        declared = list(recipe.modules)
+        if not outside and not any(
+            fnmatch.fnmatchcase(m, pattern) or fnmatch.fnmatchcase(pattern, m) for m in declared
+        ):
+            hint = did_you_mean(pattern, declared) if declared else "declare it in modules"
+            outside.append(src.problem(("device_code", i), f"{pattern!r} matches no module in modules — {hint}"))
+        problems += outside
     return problems
 
 
@@ -412,17 +573,22 @@ def _check_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> li
             problems.append(src.problem(("cuda_archs", major), "no architectures — list some, e.g. [80, 90]"))
         release = toolkit_table().releases.get(toolkits[major])
         for i, arch in enumerate(archs):
-            if arch in archs[:i]:
-                problems.append(src.problem(("cuda_archs", major, i), f"sm_{arch} is listed twice — keep one"))
-            elif release and not release.archs[0] <= arch <= release.archs[1]:
-                low, high = release.archs
-                problems.append(
-                    src.problem(
-                        ("cuda_archs", major, i),
-                        f"nvcc {toolkits[major]} cannot compile for sm_{arch} (it covers sm_{low} to sm_{high}) — "
-                        "drop it or change the matrix's toolkit",
-                    )
+            at: Loc = ("cuda_archs", major, i)
+            text = src.numbers.get(at, str(arch))
+            if re.match(r"^0[0-7]*[0-7]$|^0o", text):
+                message = (
+                    f"{text} is read by YAML as the octal number {arch} (sm_{arch}) — write it without the leading 0"
                 )
+                problems.append(src.problem(at, message))
+            elif arch in archs[:i]:
+                problems.append(src.problem(at, f"sm_{arch} is listed twice — keep one"))
+            elif release and arch not in release.archs:
+                listed = ", ".join(f"sm_{a}" for a in release.archs)
+                message = (
+                    f"nvcc {toolkits[major]} cannot compile for sm_{arch} (it has {listed}) — drop it or change the "
+                    "matrix's toolkit"
+                )
+                problems.append(src.problem(at, message))
     return problems
 
 
@@ -451,18 +617,29 @@ def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap, 
             return [src.problem(at, message)]
         return []
     if isinstance(source, SdistSource):
-        problems = []
-        try:
-            req = Requirement(source.sdist)
-            if len(req.specifier) != 1 or next(iter(req.specifier)).operator != "==":
-                raise InvalidSpecifier
-        except (InvalidRequirement, InvalidSpecifier):
-            problems.append(src.problem(("source", "sdist"), f'{source.sdist!r} is not pinned — write "name==1.2.3"'))
-        return problems + _hex_pin(source.sha256, "sha256", 64, src)
+        return _sdist_pin_problems(source.sdist, src) + _hex_pin(source.sha256, "sha256", 64, src)
     problems = []
-    if not re.match(r"^(https://|ssh://|git@|file://)", source.git):
-        problems.append(src.problem(("source", "git"), f"{source.git!r} is not a git URL — use https://…"))
+    why = git_url_problem(source.git)
+    if why:
+        problems.append(
+            src.problem(("source", "git"), f"{source.git!r}: {why} — e.g. https://github.com/owner/repo.git")
+        )
     return problems + _hex_pin(source.rev, "rev", 40, src)
+
+
+def _sdist_pin_problems(pin: str, src: SourceMap) -> list[Problem]:
+    """`name==version`, exactly: one release of one project, nothing a resolver would choose among."""
+    at: Loc = ("source", "sdist")
+    try:
+        req = Requirement(pin)
+        specifiers = list(req.specifier)
+        exact = len(specifiers) == 1 and specifiers[0].operator == "==" and "*" not in specifiers[0].version
+        if not exact or req.url or req.extras or req.marker:
+            raise InvalidSpecifier
+        Version(specifiers[0].version)
+    except (InvalidRequirement, InvalidSpecifier, InvalidVersion):
+        return [src.problem(at, f'{pin!r} is not pinned to one release — write "name==1.2.3"')]
+    return []
 
 
 def _hex_pin(value: str, key: str, digits: int, src: SourceMap) -> list[Problem]:

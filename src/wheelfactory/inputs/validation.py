@@ -110,10 +110,21 @@ def _message(err: Any, loc: Loc, source: SourceMap) -> str:
 _UNION_MEMBER = re.compile(r"^(str|int|float|bool|list\[.*\]|dict\[.*\])$")
 
 
-def problems_from(error: ValidationError, source: SourceMap) -> list[Problem]:
+def problems_from(
+    error: ValidationError,
+    source: SourceMap,
+    misspelt: frozenset[str] = frozenset(),
+    set_aside: frozenset[str] = frozenset(),
+) -> list[Problem]:
+    """The problems of a validation error. A required key missing because it was misspelt (one of `misspelt`,
+    reported as unknown already) or set aside after its value failed (`set_aside`) is not reported twice."""
     problems = []
     seen: set[Loc] = set()
     for err in error.errors():
+        if err["type"] == "missing" and difflib.get_close_matches(str(err["loc"][-1]).lower(), misspelt, n=1):
+            continue
+        if err["type"] == "missing" and len(err["loc"]) == 1 and err["loc"][0] in set_aside:
+            continue  # its value was reported and set aside
         loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or _UNION_MEMBER.match(p))))
         if loc in seen and err["type"] not in ("unknown_keys", "missing"):
             continue  # a value that fits no member of a union: the first member's complaint says enough
@@ -137,13 +148,60 @@ def problems_from(error: ValidationError, source: SourceMap) -> list[Problem]:
 
 
 def validate(model: type[T], path: Path, display: str) -> Loaded[T]:
-    data, source = yamlsource.load(path, display)
+    """The file as `model`, or InputError with every problem its YAML and its types have."""
+    checked = validate_leniently(model, path, display, {})
+    if checked.problems or checked.value is None:
+        raise InputError(checked.problems)
+    return Loaded(checked.value, checked.source)
+
+
+@dataclass(frozen=True)
+class Checked(Generic[T]):
+    """A file validated as far as it goes: `failed` names the top-level fields that did not validate (each has
+    its default or a stand-in in `value`), so that checks reading only the others can still speak."""
+
+    value: T | None  # None when even the stand-ins cannot make a model of it (it is no mapping at all)
+    source: SourceMap
+    problems: list[Problem]
+    failed: frozenset[str]
+
+
+def validate_leniently(model: type[T], path: Path, display: str, stand_ins: dict[str, object]) -> Checked[T]:
+    """Validate `path` as `model`, reporting every problem at once: a duplicate key keeps its first value, and a
+    field that fails is set aside (its default, or its value in `stand_ins` when it has none) and the rest
+    validated again, so that one bad field hides nothing else."""
+    data, source, problems = yamlsource.load(path, display)
     if data is None:
-        raise InputError([Problem(display, 1, 1, "the file is empty — see docs/ for its format")])
-    try:
-        return Loaded(model.model_validate(data), source)
-    except ValidationError as exc:
-        raise InputError(problems_from(exc, source)) from None
+        return Checked(
+            None, source, [Problem(display, 1, 1, "the file is empty — see docs/ for its format")], frozenset()
+        )
+    failed: set[str] = set()
+    model_keys = {f.alias or name for name, f in model.model_fields.items()}
+    for _ in range(len(model.model_fields) + 2):  # each pass sets aside at least one more field
+        try:
+            return Checked(model.model_validate(data), source, problems, frozenset(failed))
+        except ValidationError as exc:
+            misspelt = frozenset(k.lower() for k in failed if k not in model_keys)
+            problems += [p for p in problems_from(exc, source, misspelt, frozenset(failed)) if p not in problems]
+            newly = _failed_fields(exc, model)
+            if not isinstance(data, dict) or not newly - failed:
+                break
+            failed |= newly
+            data = {k: v for k, v in data.items() if k not in failed}
+            data.update({k: v for k, v in stand_ins.items() if k in failed})
+    return Checked(None, source, problems, frozenset(failed))
+
+
+def _failed_fields(error: ValidationError, model: type[BaseModel]) -> set[str]:
+    """The top-level keys a validation error is about (unknown keys included)."""
+    keys: set[str] = set()
+    for err in error.errors():
+        if err["type"] == "unknown_keys" and not err["loc"]:
+            keys.update(str(k) for k in err["ctx"]["keys"])
+        elif err["loc"]:
+            keys.add(str(err["loc"][0]))
+    aliases = {name: f.alias or name for name, f in model.model_fields.items()}
+    return {aliases.get(k, k) for k in keys}
 
 
 def display(path: Path, root: Path) -> str:

@@ -140,9 +140,10 @@ def _syntax_problem(exc: yaml.MarkedYAMLError, shown: Path) -> Problem:
     return Problem(str(shown), line, col, f"YAML syntax error: {what} — fix the YAML syntax")
 
 
-def load(path: Path, display: str | None = None) -> tuple[Any, SourceMap]:
-    """Parse `path`, returning its data and a SourceMap. Raises InputError for unreadable files, syntax errors,
-    files over the limits and duplicate keys."""
+def load(path: Path, display: str | None = None) -> tuple[Any, SourceMap, list[Problem]]:
+    """Parse `path`, returning its data, a SourceMap and the problems that do not stop reading it (a duplicate
+    key: its first value is kept, so that the rest of the file can still be checked). Raises InputError for
+    unreadable files, syntax errors and files over the limits."""
     shown = Path(display) if display else path
     text = _read(path, shown)
     source = SourceMap(shown)
@@ -150,7 +151,7 @@ def load(path: Path, display: str | None = None) -> tuple[Any, SourceMap]:
     try:
         root = loader.get_single_node()
         if root is None:
-            return None, source
+            return None, source, []
         problems: list[Problem] = []
         data = _build(root, (), source, problems, loader, [0])
     except yaml.MarkedYAMLError as exc:
@@ -160,9 +161,7 @@ def load(path: Path, display: str | None = None) -> tuple[Any, SourceMap]:
         raise InputError([Problem(str(shown), line, col, exc.message)]) from None
     finally:
         loader.dispose()
-    if problems:
-        raise InputError(problems)
-    return data, source
+    return data, source, problems
 
 
 def _build(
