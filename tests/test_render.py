@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -14,7 +19,7 @@ from trove_classifiers import classifiers as known_classifiers
 
 from wheelfactory.cli import main
 from wheelfactory.plan import make_plan
-from wheelfactory.render import dependencies, setup_py_fields
+from wheelfactory.render import template_context, dependencies, environment, setup_py_fields
 from wheelfactory.sources import source_tree
 
 from .conftest import REPO, SOURCES, add_multipkg
@@ -240,3 +245,52 @@ def test_setup_py_fields_follow_the_setup_call(tmp_path: Path) -> None:
     ]
     (tmp_path / "setup.py").write_text("import setuptools\noptions = dict(author='A')\nsetuptools.setup(**options)\n")
     assert setup_py_fields(tmp_path) == ["scripts", "gui-scripts", "entry-points"]  # hidden: only the safe ones
+
+
+# Strings that would end a docstring, a string literal or a comment if pasted raw, and code that would run then.
+HOSTILE = [
+    'x"""+str(open("pwned-1","w"))+"""',
+    "x'''+str(open('pwned-2','w'))+'''",
+    'x\\"\nimport os; os.mkdir("pwned-3")\n#',
+    "x\r\n__import__('os').mkdir('pwned-4')\u2028\x7f\x00",
+]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_generated_code_runs_nothing_whatever_the_strings_it_carries(
+    hostile: str, project: Path, tmp_path: Path
+) -> None:
+    """Every string the templates interpolate made hostile: the variant module imports (and runs as a script)
+    creating nothing, and carries the strings unchanged; the pyproject is TOML that keeps them exactly."""
+    plan = make_plan(project)
+    variant = next(v for v in plan.variants if v.dist_name == "cuprobe-cuda12x")
+    context = template_context(variant, hostile, project, source_tree(variant.recipe.source, variant.recipe_dir))
+    context.update(
+        recipe_file=hostile, dist_name=hostile, module_name=hostile, toolkit=hostile, gpu_checks=[(hostile, hostile)]
+    )
+    templates = environment(project)
+    module = tmp_path / "variant_module.py"
+    module.write_text(templates.get_template("cuda_variant.py.j2").render(context), encoding="utf-8")
+    pyproject = templates.get_template("pyproject.toml.j2").render({**context, "version": "1.0"})
+
+    run = subprocess.run(
+        [sys.executable, "-c", "import variant_module as m; print(repr((m.DIST_NAME, m.CUDA_TOOLKIT, m.GPU_CHECKS)))"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert run.returncode == 0, run.stderr
+    assert ast.literal_eval(run.stdout) == (hostile, hostile, [(hostile, hostile)])
+    subprocess.run([sys.executable, str(module)], cwd=tmp_path, capture_output=True, check=False)
+    assert not list(tmp_path.glob("pwned*")) and not list(Path.cwd().glob("pwned*"))
+    assert tomllib.loads(pyproject)["project"]["name"] == hostile
+
+
+def test_a_recipe_folder_named_like_code_is_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = project / "recipes" / HOSTILE[0]
+    shutil.copytree(project / "recipes" / "cuprobe", folder)
+    assert main(["--root", str(project), "render"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"recipes/{HOSTILE[0]}/recipe.yaml:2:7: name: the recipe is named 'cuprobe' but its folder")
+    assert not (project / "build").exists()

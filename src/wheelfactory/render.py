@@ -7,7 +7,6 @@ written only when every variant rendered, so a failure leaves build/variants as 
 from __future__ import annotations
 
 import ast
-import json
 import shlex
 import tomllib
 from dataclasses import dataclass
@@ -256,7 +255,7 @@ def merged_classifiers(source: list[str], variant: list[str]) -> list[str]:
     return list(dict.fromkeys([*kept, *added]))
 
 
-def _context(variant: Variant, matrix_file: str, root: Path, tree: Path) -> dict[str, object]:
+def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path) -> dict[str, object]:
     by_os: dict[str, list[str]] = {"linux": [], "windows": []}
     for name in variant.platforms():
         by_os[platforms()[name].os].append(name)
@@ -334,10 +333,15 @@ def environment(root: Path) -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    # JSON strings and arrays are valid TOML basic strings and inline arrays.
-    env.filters["toml"] = lambda value: json.dumps(value, ensure_ascii=False)
-    # A Python literal of strings, tuples, dicts and None: repr is deterministic for them.
+    # Nothing a template interpolates is pasted raw into code: each value goes through the filter of where it
+    # lands. A TOML value (string, array) or key, written by tomlkit with every escape TOML needs.
+    env.filters["toml"] = lambda value: tomlkit.item(value).as_string()
+    env.filters["tomlkey"] = lambda value: tomlkit.key(str(value)).as_string()
+    # A Python literal of strings, numbers, tuples, dicts and None: repr is exact and deterministic for them.
     env.filters["pyrepr"] = repr
+    # Text inside a Python docstring or a comment (TOML or Python): one line, backslashes, quotes, line breaks
+    # and anything not ASCII escaped, so that it can end neither the string nor the comment.
+    env.filters["inert"] = lambda value: str(value).encode("unicode_escape").decode("ascii").replace('"', '\\"')
     return env
 
 
@@ -365,7 +369,7 @@ def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
     rendered = []
     for variant in plan.variants:
         tree = source_tree(variant.recipe.source, variant.recipe_dir)
-        context = _context(variant, matrix_file, root, tree)
+        context = template_context(variant, matrix_file, root, tree)
         generated = template.render(context)
         source = tree / "pyproject.toml"
         pyproject = _rewrite(SourceText.read(source, root), generated, variant, tree) if source.is_file() else generated

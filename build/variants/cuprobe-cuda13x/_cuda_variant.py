@@ -16,29 +16,29 @@ and why.
 # unless the module has a __path__ (it takes it for a package's). An empty one changes nothing else.
 __path__: list = []
 
-DIST_NAME = "cuprobe-cuda13x"
+DIST_NAME = 'cuprobe-cuda13x'
 CUDA_MAJOR = 13
-CUDA_TOOLKIT = "13.0"
+CUDA_TOOLKIT = '13.0'
 
 # component: distribution, and per OS the folder in site-packages and the library files (the component's own
 # first; fnmatch patterns where NVIDIA bakes a minor version into the name).
 COMPONENTS = {
-    "cudart": {'distribution': 'nvidia-cuda-runtime', 'linux': ('nvidia/cu13/lib', ('libcudart.so.13',)), 'windows': ('nvidia/cu13/bin/x86_64', ('cudart64_13.dll',))},
-    "nvrtc": {'distribution': 'nvidia-cuda-nvrtc', 'linux': ('nvidia/cu13/lib', ('libnvrtc.so.13', 'libnvrtc-builtins.so.13.*')), 'windows': ('nvidia/cu13/bin/x86_64', ('nvrtc64_130_0.dll', 'nvrtc-builtins64_13*.dll'))},
-    "cublas": {'distribution': 'nvidia-cublas', 'linux': ('nvidia/cu13/lib', ('libcublas.so.13', 'libnvblas.so.13')), 'windows': ('nvidia/cu13/bin/x86_64', ('cublas64_13.dll', 'nvblas64_13.dll'))},
+    'cudart': {'distribution': 'nvidia-cuda-runtime', 'linux': ('nvidia/cu13/lib', ('libcudart.so.13',)), 'windows': ('nvidia/cu13/bin/x86_64', ('cudart64_13.dll',))},
+    'nvrtc': {'distribution': 'nvidia-cuda-nvrtc', 'linux': ('nvidia/cu13/lib', ('libnvrtc.so.13', 'libnvrtc-builtins.so.13.*')), 'windows': ('nvidia/cu13/bin/x86_64', ('nvrtc64_130_0.dll', 'nvrtc-builtins64_13*.dll'))},
+    'cublas': {'distribution': 'nvidia-cublas', 'linux': ('nvidia/cu13/lib', ('libcublas.so.13', 'libnvblas.so.13')), 'windows': ('nvidia/cu13/bin/x86_64', ('cublas64_13.dll', 'nvblas64_13.dll'))},
 }
 OPTIONAL = {
-    "nccl": {'distribution': 'nvidia-nccl-cu13', 'linux': ('nvidia/nccl/lib', ('libnccl.so.2',)), 'windows': None},
+    'nccl': {'distribution': 'nvidia-nccl-cu13', 'linux': ('nvidia/nccl/lib', ('libnccl.so.2',)), 'windows': None},
 }
 
 # (name, Python code) of each GPU check; wheelfactory's gpu_check.py runs them where a GPU exists.
 GPU_CHECKS = [
-    ("device query", "from cuprobe import _driver, runtime\nfound = runtime.devices()\nassert found[\"count\"] > 0, f\"the runtime sees no device: {found['error']}\"\nversions = runtime.versions()\nprint(f\"runtime {versions['runtime']}, driver {versions['driver']}\")\nfor d in found[\"devices\"]:\n    print(f\"[{d['index']}] {d['name']} sm_{d['major']}{d['minor']}, {d['total_bytes'] / 2**30:.0f} GiB\")\n"),
-    ("NVRTC saxpy against the host", "from cuprobe import kernels\nx = [0.5 * i for i in range(4099)]\ny = [1.0 - i for i in range(4099)]\nresult, cached = kernels.saxpy(2.5, x, y)\nerror = max(abs(r - (2.5 * a + b)) for r, a, b in zip(result, x, y))\nassert error < 1e-3, f\"max error {error}\"\nmajor, minor = kernels.nvrtc_version()\nprint(f\"NVRTC {major}.{minor}, n=4099, max error {error:g}, kernel {'from the disk cache' if cached else 'compiled'}\")\n"),
-    ("NVRTC saxpy again, from the on-disk kernel cache", "from cuprobe import kernels\nresult, cached = kernels.saxpy(2.0, [1.0, 2.0, 3.0], [10.0, 20.0, 30.0])\nassert result == [12.0, 24.0, 36.0], result\nassert cached, \"the kernel was compiled again instead of coming from the cache\"\nprint(f\"kernel from the disk cache under {kernels.cache_dir()}\")\n"),
-    ("nvcc-compiled SAXPY kernel against the host", "from cuprobe import device\nx = [0.25 * i for i in range(10007)]\ny = [3.0 - 0.5 * i for i in range(10007)]\nresult = device.saxpy(1.5, x, y)\nerror = max(abs(r - (1.5 * a + b)) for r, a, b in zip(result, x, y))\nassert error < 1e-3, f\"max error {error}\"\nmajor, minor = device.built_for()\nprint(f\"kernel built by nvcc against CUDA {major}.{minor}, n=10007, max error {error:g}\")\n"),
-    ("SGEMM through cuBLAS against the host", "from cuprobe import blas\nm, n, k = 64, 48, 80\na = [((i * 7) % 13) / 13.0 for i in range(m * k)]\nb = [((i * 5) % 11) / 11.0 - 0.5 for i in range(k * n)]\ndevice = blas.sgemm(m, n, k, a, b)\nhost = blas.sgemm_host(m, n, k, a, b)\nerror = max(abs(d - h) for d, h in zip(device, host))\nassert error < 1e-3, f\"max error {error}\"\nprint(f\"cuBLAS {blas.version()}, {m}x{k} @ {k}x{n}, max error {error:g}\")\n"),
-    ("NCCL module availability", "try:\n    from cuprobe.cuda import nccl\nexcept ImportError as exc:\n    skip(f\"NCCL is not installed: {exc}\")\nprint(f\"NCCL {nccl.version()} available\")\n"),
+    ('device query', 'from cuprobe import _driver, runtime\nfound = runtime.devices()\nassert found["count"] > 0, f"the runtime sees no device: {found[\'error\']}"\nversions = runtime.versions()\nprint(f"runtime {versions[\'runtime\']}, driver {versions[\'driver\']}")\nfor d in found["devices"]:\n    print(f"[{d[\'index\']}] {d[\'name\']} sm_{d[\'major\']}{d[\'minor\']}, {d[\'total_bytes\'] / 2**30:.0f} GiB")\n'),
+    ('NVRTC saxpy against the host', 'from cuprobe import kernels\nx = [0.5 * i for i in range(4099)]\ny = [1.0 - i for i in range(4099)]\nresult, cached = kernels.saxpy(2.5, x, y)\nerror = max(abs(r - (2.5 * a + b)) for r, a, b in zip(result, x, y))\nassert error < 1e-3, f"max error {error}"\nmajor, minor = kernels.nvrtc_version()\nprint(f"NVRTC {major}.{minor}, n=4099, max error {error:g}, kernel {\'from the disk cache\' if cached else \'compiled\'}")\n'),
+    ('NVRTC saxpy again, from the on-disk kernel cache', 'from cuprobe import kernels\nresult, cached = kernels.saxpy(2.0, [1.0, 2.0, 3.0], [10.0, 20.0, 30.0])\nassert result == [12.0, 24.0, 36.0], result\nassert cached, "the kernel was compiled again instead of coming from the cache"\nprint(f"kernel from the disk cache under {kernels.cache_dir()}")\n'),
+    ('nvcc-compiled SAXPY kernel against the host', 'from cuprobe import device\nx = [0.25 * i for i in range(10007)]\ny = [3.0 - 0.5 * i for i in range(10007)]\nresult = device.saxpy(1.5, x, y)\nerror = max(abs(r - (1.5 * a + b)) for r, a, b in zip(result, x, y))\nassert error < 1e-3, f"max error {error}"\nmajor, minor = device.built_for()\nprint(f"kernel built by nvcc against CUDA {major}.{minor}, n=10007, max error {error:g}")\n'),
+    ('SGEMM through cuBLAS against the host', 'from cuprobe import blas\nm, n, k = 64, 48, 80\na = [((i * 7) % 13) / 13.0 for i in range(m * k)]\nb = [((i * 5) % 11) / 11.0 - 0.5 for i in range(k * n)]\ndevice = blas.sgemm(m, n, k, a, b)\nhost = blas.sgemm_host(m, n, k, a, b)\nerror = max(abs(d - h) for d, h in zip(device, host))\nassert error < 1e-3, f"max error {error}"\nprint(f"cuBLAS {blas.version()}, {m}x{k} @ {k}x{n}, max error {error:g}")\n'),
+    ('NCCL module availability', 'try:\n    from cuprobe.cuda import nccl\nexcept ImportError as exc:\n    skip(f"NCCL is not installed: {exc}")\nprint(f"NCCL {nccl.version()} available")\n'),
 ]
 
 # library file -> (path, why): what this module loaded or found, as it found it.

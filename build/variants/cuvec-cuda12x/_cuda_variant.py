@@ -16,9 +16,9 @@ and why.
 # unless the module has a __path__ (it takes it for a package's). An empty one changes nothing else.
 __path__: list = []
 
-DIST_NAME = "cuvec-cuda12x"
+DIST_NAME = 'cuvec-cuda12x'
 CUDA_MAJOR = 12
-CUDA_TOOLKIT = "12.9"
+CUDA_TOOLKIT = '12.9'
 
 # component: distribution, and per OS the folder in site-packages and the library files (the component's own
 # first; fnmatch patterns where NVIDIA bakes a minor version into the name).
@@ -29,8 +29,8 @@ OPTIONAL = {
 
 # (name, Python code) of each GPU check; wheelfactory's gpu_check.py runs them where a GPU exists.
 GPU_CHECKS = [
-    ("managed vector round trip through the CPython example kernel", "import numpy as np\nimport cuvec\nfrom cuvec import example_cpython\nrng = np.random.default_rng(5)\nhost = rng.standard_normal((300, 417)).astype(np.float32)\nsrc = cuvec.zeros(host.shape, \"float32\")       # CUDA managed memory, written from the host\nsrc[:] = host\nout = cuvec.asarray(example_cpython.increment2d_f(src.cuvec))  # dst = src + 1, on the GPU\ncuvec.dev_sync()\nassert np.array_equal(np.asarray(out), host + 1), \"the kernel's result differs from the host's\"\nassert np.array_equal(np.asarray(src), host), \"the source changed\"\nprint(f\"{host.size} float32 through managed memory and back, equal to the host's src + 1\")\n"),
-    ("managed vector round trip through the pybind11 example kernel", "import numpy as np\nimport cuvec\nimport cuvec.pybind11 as cu\nfrom cuvec import example_pybind11\nhost = np.arange(256 * 96, dtype=np.float32).reshape(256, 96)\nsrc = cu.copy(host)                            # a managed copy of the host array\nout = cu.asarray(example_pybind11.increment2d_f(src.cuvec))\ncuvec.dev_sync()\nassert np.array_equal(np.asarray(out), host + 1), \"the kernel's result differs from the host's\"\nprint(f\"{host.size} float32 through the pybind11 binding, equal to the host's src + 1\")\n"),
+    ('managed vector round trip through the CPython example kernel', 'import numpy as np\nimport cuvec\nfrom cuvec import example_cpython\nrng = np.random.default_rng(5)\nhost = rng.standard_normal((300, 417)).astype(np.float32)\nsrc = cuvec.zeros(host.shape, "float32")       # CUDA managed memory, written from the host\nsrc[:] = host\nout = cuvec.asarray(example_cpython.increment2d_f(src.cuvec))  # dst = src + 1, on the GPU\ncuvec.dev_sync()\nassert np.array_equal(np.asarray(out), host + 1), "the kernel\'s result differs from the host\'s"\nassert np.array_equal(np.asarray(src), host), "the source changed"\nprint(f"{host.size} float32 through managed memory and back, equal to the host\'s src + 1")\n'),
+    ('managed vector round trip through the pybind11 example kernel', 'import numpy as np\nimport cuvec\nimport cuvec.pybind11 as cu\nfrom cuvec import example_pybind11\nhost = np.arange(256 * 96, dtype=np.float32).reshape(256, 96)\nsrc = cu.copy(host)                            # a managed copy of the host array\nout = cu.asarray(example_pybind11.increment2d_f(src.cuvec))\ncuvec.dev_sync()\nassert np.array_equal(np.asarray(out), host + 1), "the kernel\'s result differs from the host\'s"\nprint(f"{host.size} float32 through the pybind11 binding, equal to the host\'s src + 1")\n'),
 ]
 
 # library file -> (path, why): what this module loaded or found, as it found it.

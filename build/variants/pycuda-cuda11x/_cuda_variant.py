@@ -16,14 +16,14 @@ and why.
 # unless the module has a __path__ (it takes it for a package's). An empty one changes nothing else.
 __path__: list = []
 
-DIST_NAME = "pycuda-cuda11x"
+DIST_NAME = 'pycuda-cuda11x'
 CUDA_MAJOR = 11
-CUDA_TOOLKIT = "11.8"
+CUDA_TOOLKIT = '11.8'
 
 # component: distribution, and per OS the folder in site-packages and the library files (the component's own
 # first; fnmatch patterns where NVIDIA bakes a minor version into the name).
 COMPONENTS = {
-    "curand": {'distribution': 'nvidia-curand-cu11', 'linux': ('nvidia/curand/lib', ('libcurand.so.10',)), 'windows': ('nvidia/curand/bin', ('curand64_10.dll',))},
+    'curand': {'distribution': 'nvidia-curand-cu11', 'linux': ('nvidia/curand/lib', ('libcurand.so.10',)), 'windows': ('nvidia/curand/bin', ('curand64_10.dll',))},
 }
 OPTIONAL = {
 }

@@ -16,14 +16,14 @@ and why.
 # unless the module has a __path__ (it takes it for a package's). An empty one changes nothing else.
 __path__: list = []
 
-DIST_NAME = "pycuda-cuda13x"
+DIST_NAME = 'pycuda-cuda13x'
 CUDA_MAJOR = 13
-CUDA_TOOLKIT = "13.0"
+CUDA_TOOLKIT = '13.0'
 
 # component: distribution, and per OS the folder in site-packages and the library files (the component's own
 # first; fnmatch patterns where NVIDIA bakes a minor version into the name).
 COMPONENTS = {
-    "curand": {'distribution': 'nvidia-curand', 'linux': ('nvidia/cu13/lib', ('libcurand.so.10',)), 'windows': ('nvidia/cu13/bin/x86_64', ('curand64_10.dll',))},
+    'curand': {'distribution': 'nvidia-curand', 'linux': ('nvidia/cu13/lib', ('libcurand.so.10',)), 'windows': ('nvidia/cu13/bin/x86_64', ('curand64_10.dll',))},
 }
 OPTIONAL = {
 }
