@@ -19,7 +19,7 @@ from trove_classifiers import classifiers as known_classifiers
 
 from wheelfactory.cli import main
 from wheelfactory.plan import make_plan
-from wheelfactory.render import template_context, dependencies, environment, setup_py_fields
+from wheelfactory.render import dependencies, environment, setup_py_fields, template_context
 from wheelfactory.sources import source_tree
 
 from .conftest import REPO, SOURCES, add_multipkg
