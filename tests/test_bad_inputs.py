@@ -129,12 +129,16 @@ def test_a_source_path_that_leads_outside_through_a_link_is_refused(
 
 
 def test_two_recipes_of_one_name_name_each_other(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    shutil.copytree(project / "recipes" / "cuprobe", project / "recipes" / "cuprobe-copy")
+    # Each folder is named as its recipe; the names differ only as PyPI folds them, so they are one distribution.
+    copy = project / "recipes" / "CuProbe"
+    shutil.copytree(project / "recipes" / "cuprobe", copy)
+    recipe = copy / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("name: cuprobe", "name: CuProbe"))
     lines = _plan_errors(project, capsys)
     assert lines == [
-        "recipes/cuprobe-copy/recipe.yaml:2:7: name: 'cuprobe' is also the name of recipes/cuprobe/recipe.yaml — "
+        "recipes/CuProbe/recipe.yaml:2:7: name: 'CuProbe' is also the name of recipes/cuprobe/recipe.yaml — "
         "give each recipe its own name",
-        "recipes/cuprobe/recipe.yaml:2:7: name: 'cuprobe' is also the name of recipes/cuprobe-copy/recipe.yaml — "
+        "recipes/cuprobe/recipe.yaml:2:7: name: 'cuprobe' is also the name of recipes/CuProbe/recipe.yaml — "
         "give each recipe its own name",
     ]
 
@@ -149,15 +153,38 @@ def test_rendered_files_are_readable_by_everyone(project: Path) -> None:
 # Fuzzing: random mutations of the real matrix and recipe must give exit 2 with file:line:col, or succeed —
 # never a traceback, never a hang. Seeded, so that a failure reproduces; bounded in time.
 FUZZ_SEED = 20261122
-FUZZ_CASES = 150
+FUZZ_CASES = 300
 FUZZ_SECONDS = 90
 TOKENS = [":", "- ", "[", "]", "{", "}", "&a ", "*a", '"', "'", "\t", "#", "!!python/object ", "~", "3.1", "12", "\\"]
+# Whole values a careless or hostile user writes: each reaches a check of its own.
+VALUES = [
+    "070",
+    "101",
+    "[]",
+    "nvidia-cuda-runtime-cu12>=12",
+    '"pkg @ git+https://example.org/pkg.git"',
+    '"cuprobe==1.2.*"',
+    '"ssh://-oProxyCommand=x/y"',
+    '"1.2.0+cu12"',
+    '"a\\nb"',
+    "\u212aelvin",
+    "x" * 120,
+    "bin\\core*.dll",
+    '"image $(touch x)"',
+    '"runner; rm -rf ~"',
+    "quay.io/pypa/manylinux_2_28_x86_64",
+    "ubuntu-24.04-arm",
+    '"import ("',
+    "setuptools.build_meta;x",
+    "cuprobe._devic",
+]
+FUZZ_RECIPE = CASES / "fuzz-recipe.yaml"
 PROBLEM_LINE = re.compile(r"^[^\s:][^:]*:\d+:\d+: \S")
 
 
 def _mutate(data: bytes, rng: random.Random) -> bytes:
     lines = data.split(b"\n")
-    operation = rng.randrange(7)
+    operation = rng.randrange(8) if rng.random() < 0.5 else 7  # half of them replace a value
     i = rng.randrange(len(lines))
     if operation == 0:
         del lines[i]
@@ -173,18 +200,45 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
         lines[i] = lines[i] + bytes([rng.randrange(128, 256)])  # not UTF-8
     elif operation == 5:
         lines = lines[: rng.randrange(len(lines) + 1)]  # truncated
-    else:
+    elif operation == 6:
         lines[i] = b" " * rng.randrange(1, 6) + lines[i]  # indentation
+    else:  # a value replaced: the text after a key's ": ", a list's "- " or a flow list's "[" / ", "
+        at = max(lines[i].rfind(sep) + len(sep) if sep in lines[i] else -1 for sep in (b": ", b"- ", b"[", b", "))
+        if at >= 0:
+            end = min((p for p in (lines[i].find(c, at) for c in (b",", b"]", b"}")) if p >= 0), default=len(lines[i]))
+            lines[i] = lines[i][:at] + rng.choice(VALUES).encode() + lines[i][end:]
     return b"\n".join(lines)
 
 
-@pytest.mark.parametrize("target", ["matrix.yaml", "recipes/cuprobe/recipe.yaml"])
+# The fields whose checks the fuzzing must reach (a problem reported at them), per target.
+FUZZ_REACHES = {
+    "matrix.yaml": {"python", "cuda", "exclude", "image", "runner", "smoke_runner"},
+    "recipes/cuprobe/recipe.yaml": {"name", "version", "source", "modules", "components", "smoke"},
+    "fuzz-recipe": {
+        "cuda_archs", "dependencies", "source", "name", "version", "summary", "build_backend", "device_code",
+        "shared_libraries", "smoke", "cuda", "platforms", "environment", "packages",
+    },
+}  # fmt: skip
+_FIELD = re.compile(r"^[^:]+:\d+:\d+: cuda\[\d+\]\.platforms\.[^.]+\.(\w+):|^[^:]+:\d+:\d+: ([A-Za-z_]+)[.\[:]")
+
+
+def test_the_fuzz_recipe_is_valid(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(FUZZ_RECIPE, project / "recipes/cuprobe/recipe.yaml")
+    assert main(["--root", str(project), "plan"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", sorted(FUZZ_REACHES))
 def test_fuzzed_inputs_give_a_position_or_succeed(
     target: str, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rng = random.Random(f"{FUZZ_SEED}-{target}")
-    path = project / target
+    if target == "fuzz-recipe":
+        path = project / "recipes/cuprobe/recipe.yaml"
+        path.write_bytes(FUZZ_RECIPE.read_bytes())
+    else:
+        path = project / target
     original = path.read_bytes()
+    reached: set[str] = set()
     started = time.monotonic()
     outcomes = {0: 0, 2: 0}
     for case in range(FUZZ_CASES):
@@ -202,4 +256,19 @@ def test_fuzzed_inputs_give_a_position_or_succeed(
         if status == 2:
             lines = captured.err.splitlines()
             assert lines and all(PROBLEM_LINE.match(line) for line in lines), (case, mutated, captured.err)
+            reached.update(next(g for g in m.groups() if g) for line in lines if (m := _FIELD.match(line)))
     assert outcomes[2] > 0  # the mutations do break things, and are reported
+    assert FUZZ_REACHES[target] <= reached, f"never reached: {sorted(FUZZ_REACHES[target] - reached)}"
+
+
+@pytest.mark.parametrize("command", ["build --cuda 12", "smoke dist/x.whl"])
+def test_an_image_that_is_no_image_reference_stops_at_the_command_line(
+    command: str, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--root", str(project), *command.split(), "--image", f"quay.io/x $(touch {tmp_path}/pwned)"])
+    assert stopped.value.code == 2
+    (*_, line) = capsys.readouterr().err.splitlines()
+    assert line.endswith("argument --image: 'quay.io/x $(touch " + str(tmp_path) + "/pwned)': not a container image "
+                         "reference (registry/name:tag or name@sha256:…, lowercase name, no spaces)")  # fmt: skip
+    assert not (tmp_path / "pwned").exists()

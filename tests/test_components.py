@@ -169,3 +169,14 @@ def test_driver_is_never_a_component_library() -> None:
     for major in (11, 12, 13):
         assert not any(fnmatch.fnmatch("libcuda.so.1", p) for p in table.all_libraries(major, "linux"))
         assert not any(fnmatch.fnmatch("nvcuda.dll", p) for p in table.all_libraries(major, "windows"))
+
+
+def test_every_release_lists_its_architectures_and_the_defaults_are_among_them() -> None:
+    table = toolkit_table()
+    for release, settings in table.releases.items():
+        assert settings.archs == tuple(sorted(set(settings.archs))), release
+    for major, archs in table.cuda_archs.items():
+        for release in (r for r in table.releases if r.startswith(f"{major}.")):
+            missing = set(archs) - set(table.releases[release].archs)
+            assert not missing, f"CUDA {major} defaults {sorted(missing)} are not in {release}'s list"
+    assert 101 in table.releases["12.9"].archs and 101 not in table.releases["13.0"].archs  # renamed sm_110
