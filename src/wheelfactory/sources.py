@@ -137,7 +137,10 @@ def _fetch_sdist(requirement: str, sha256: str) -> Path:
             )
         root = archives.unpack(archive, Path(scratch) / "unpacked")
         with host.built_aside(tree) as building:
-            shutil.copytree(root, building, symlinks=True, dirs_exist_ok=True)
+            try:
+                shutil.copytree(root, building, symlinks=True, dirs_exist_ok=True)
+            except shutil.Error as exc:  # unpack checked every member: this is the disk, not the archive
+                raise ToolFailure(f"{name}: cannot copy the unpacked source into the cache: {exc}") from None
             (building / ".complete").write_text(name)
     return tree
 
@@ -152,7 +155,7 @@ def _fetch_git(url: str, rev: str) -> Path:
     if not (tree / ".complete").is_file():
         with step(f"clone {url} at {rev[:12]}"), host.built_aside(tree) as building:
             for cmd in (
-                ["git", "clone", "--quiet", "--no-checkout", url, str(building)],
+                ["git", "clone", "--quiet", "--no-checkout", "--", url, str(building)],
                 ["git", "-C", str(building), "checkout", "--quiet", "--detach", rev],
             ):
                 done = host.run(cmd, f"fetching {url} at {rev}", check=False)
