@@ -49,6 +49,7 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
     assert record.wheel.startswith(f"cuprobe_cuda{major}x-0.1.0-cp312-cp312-manylinux_")
     report = json.loads((built.root / "dist" / "report.json").read_text())["wheels"]
     assert [e["wheel"] for e in report] == [record.wheel] and report[0]["passed"]
+    assert sorted(p.name for p in (built.root / "dist").iterdir()) == sorted([record.wheel, "report.json"])
 
     binaries = _binaries(built.wheel, tmp_path)
     assert set(binaries) == MODULES

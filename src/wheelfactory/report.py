@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from filelock import FileLock
 from packaging.utils import parse_wheel_filename
 from rich.table import Table
 
+from . import host
 from .audit import WheelAudit
 from .built import BuiltWheel
 from .progress import console
@@ -85,7 +86,8 @@ def write_report(records: list[WheelRecord], dist: Path) -> Path:
     """Merge this run's records into dist/report.json, replacing earlier entries for the same wheels. Builds
     writing to one dist/ at once take turns; the file is replaced whole, never rewritten in place."""
     dist.mkdir(parents=True, exist_ok=True)
-    with FileLock(dist / f".{REPORT_NAME}.lock"):
+    # The lock lives with the cache's other locks: dist/ holds the wheels and the report, nothing else.
+    with host.cache_lock(f"report-{hashlib.sha256(str(dist.resolve()).encode()).hexdigest()[:16]}"):
         return _merge_report(records, dist / REPORT_NAME)
 
 
