@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -294,3 +295,37 @@ def test_a_recipe_folder_named_like_code_is_refused(project: Path, capsys: pytes
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"recipes/{HOSTILE[0]}/recipe.yaml:2:7: name: the recipe is named 'cuprobe' but its folder")
     assert not (project / "build").exists()
+
+
+AWKWARD_VALUES = {
+    "QUOTE_BREAKOUT": '-O2" CUDA_HOME="/tmp/x" PWN="$(touch pwned)',
+    "CFLAGS": '-DNAME="x" -DPATH=\\"C:\\\\tmp\\" -O2',
+    "DOLLARS": "costs $5, $(echo hi) and `id`; a lone $",
+    "SPACES": "  two  spaces\tand a tab  ",
+    "BACKSLASH_END": "ends with a backslash\\",
+    "BUILDS_ON": "$NVCC_GENCODE -Xptxas -O3 ${CUDA_HOME}/include",
+}
+
+
+def test_environment_values_reach_the_build_exactly_through_cibuildwheels_parser(project: Path) -> None:
+    from cibuildwheel.environment import parse_environment
+    from cibuildwheel.options import EnvironmentFormat
+
+    recipe = project / "recipes" / "cuprobe" / "recipe.yaml"
+    entries = "".join(f"  {name}: {json.dumps(value)}\n" for name, value in AWKWARD_VALUES.items())
+    recipe.write_text(recipe.read_text() + "environment:\n" + entries)
+    assert main(["--root", str(project), "render"]) == 0
+    table = _pyproject(project / "build" / "variants", "cuprobe-cuda12x")["tool"]["cibuildwheel"]["linux"][
+        "environment"
+    ]
+
+    parsed = parse_environment(EnvironmentFormat().format_table(table))  # exactly what cibuildwheel does with it
+    assert [a.name for a in parsed.assignments] == list(table)  # one assignment per entry: no quote broke out
+    given = {"WHEELFACTORY_CUDA_PREFIX": "/cache/prefix", "PATH": "/usr/bin", "LDFLAGS": ""}
+    seen = parsed.as_dictionary(prev_environment=given)
+    assert seen["CUDA_HOME"] == "/host/cache/prefix"
+    for name, value in AWKWARD_VALUES.items():
+        if name != "BUILDS_ON":
+            assert seen[name] == value, name
+    assert seen["BUILDS_ON"] == f"{seen['NVCC_GENCODE']} -Xptxas -O3 /host/cache/prefix/include"
+    assert "-gencode" in seen["NVCC_GENCODE"]

@@ -12,6 +12,8 @@ CMAKE_CUDA_ARCHITECTURES (CMake's list) and NVCC_GENCODE (nvcc's -gencode flags)
 
 from __future__ import annotations
 
+import re
+
 from .components import toolkit_table
 from .plan import Variant
 
@@ -21,6 +23,19 @@ HOST_COMPILER_DIR = "/opt/wheelfactory/nvcc-host"
 CACHED_COMPILER_DIR = "/opt/wheelfactory/cached"
 # The provisioned prefix as the Linux build container sees it: cibuildwheel mounts the host's / at /host.
 CONTAINER_PREFIX = "/host$WHEELFACTORY_CUDA_PREFIX"
+
+
+# `$` that starts no variable reference: a command substitution `$(...)`, arithmetic, or a bare `$`.
+_NO_VARIABLE = re.compile(r"\$(?![A-Za-z_{])")
+
+
+def cibuildwheel_value(value: str) -> str:
+    """`value` written for cibuildwheel's environment table, which reads each entry as NAME="value" in its
+    shell-like syntax: the build gets exactly `value`, with `$NAME` / `${NAME}` references still expanded (the
+    factory's variables build on each other) and nothing else — a quote cannot end the string, and `$(...)` or
+    a backtick is text, not a command."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+    return _NO_VARIABLE.sub(r"\\$", escaped)
 
 
 def cmake_architectures(archs: tuple[int, ...]) -> str:

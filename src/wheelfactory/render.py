@@ -24,7 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .buildenv import linux_environment, windows_environment
+from .buildenv import cibuildwheel_value, linux_environment, windows_environment
 from .components import OS, component_table, platforms
 from .errors import InputError, Problem, UserError
 from .plan import Plan, Variant
@@ -271,7 +271,7 @@ def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path)
             "archs": [platforms()[n].cibw_arch for n in by_os["linux"]],
             "images": images,
             "repair": linux_repair_command(variant),
-            "environment": linux_environment(variant),
+            "environment": {k: cibuildwheel_value(v) for k, v in linux_environment(variant).items()},
             "before_all": f"sh {{project}}/{PREPARE_SCRIPT}",
         }
     windows = None
@@ -279,7 +279,7 @@ def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path)
         windows = {
             "archs": [platforms()[n].cibw_arch for n in by_os["windows"]],
             "repair": windows_repair_command(variant),
-            "environment": windows_environment(variant),
+            "environment": {k: cibuildwheel_value(v) for k, v in windows_environment(variant).items()},
         }
     pythons = sorted({c.python for c in variant.cells}, key=lambda v: tuple(int(p) for p in v.split(".")))
     classifiers = [

@@ -175,6 +175,7 @@ def check_recipe(
     majors = {entry.major: entry for entry in matrix.cuda}
     wanted = [m for m in (recipe.cuda if recipe.cuda is not None else list(majors)) if m in majors]
     built_platforms = {m: [p for p in majors[m].platforms if recipe.builds_on(p)] for m in wanted}
+    windows = any(p in platforms() and platforms()[p].os == "windows" for ps in built_platforms.values() for p in ps)
     checks: list[tuple[set[str], Callable[[], list[Problem]]]] = [
         ({"name"}, lambda: _check_name(recipe, src, recipe_dir)),
         ({"import", "version", "summary", "source", "gpu_checks", "smoke"}, lambda: _check_identity(recipe, src)),
@@ -192,7 +193,7 @@ def check_recipe(
             lambda: _check_modules(recipe, src),
         ),
         ({"shared_libraries", "components", "optional"}, lambda: _check_shared_libraries(recipe, src)),
-        ({"cuda", "dependencies", "environment"}, lambda: _check_per_major(recipe, src, wanted)),
+        ({"cuda", "platforms", "dependencies", "environment"}, lambda: _check_per_major(recipe, src, wanted, windows)),
     ]
     return [problem for fields, check in checks if not fields & skip for problem in check()]
 
@@ -438,9 +439,18 @@ def _check_shared_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:
     return problems
 
 
-def _check_per_major(recipe: Recipe, src: SourceMap, built: list[int]) -> list[Problem]:
+def _reserved(name: str, windows: bool) -> str | None:
+    """The factory's variable that `name` would set, if any: on Windows, whatever its case."""
+    fold = str.upper if windows else str
+    match = next((r for r in RESERVED_ENVIRONMENT if fold(r) == fold(name)), None)
+    if match is None and fold(name).startswith(fold("WHEELFACTORY_")):
+        match = name if not windows else name.upper()
+    return match
+
+
+def _check_per_major(recipe: Recipe, src: SourceMap, built: list[int], windows: bool) -> list[Problem]:
     """Per-major values name only majors the recipe builds; environment names are variable names the factory
-    leaves to the recipe."""
+    leaves to the recipe (where it builds for Windows, whose variables ignore case, in any case)."""
     problems = []
     unbuilt = f"is not built for this recipe (it builds {', '.join(map(str, built))}) — remove it"
     for i, dep in enumerate(recipe.dependencies):
@@ -451,8 +461,9 @@ def _check_per_major(recipe: Recipe, src: SourceMap, built: list[int]) -> list[P
         at: Loc = ("environment", name)
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
             problems.append(src.problem(at, f"{name!r} is not an environment variable name", key=True))
-        elif name in RESERVED_ENVIRONMENT or name.startswith("WHEELFACTORY_"):
-            message = f"the factory sets {name} — use another variable (a value may refer to ${name})"
+        elif (reserved := _reserved(name, windows)) is not None:
+            also = f" (Windows does not tell {name} from {reserved})" if reserved != name else ""
+            message = f"the factory sets {reserved}{also} — use another variable (a value may refer to ${reserved})"
             problems.append(src.problem(at, message, key=True))
         for major in value if isinstance(value, dict) else ():
             if major not in built:
