@@ -19,6 +19,7 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "tests"]
 
 NO_GPU = 4  # scripts/gpu_check.py's exit status when this machine has no GPU
+CONSTRAINTS = "constraints.txt"  # the host-side tools, pinned exactly
 
 
 def cuda_majors() -> list[int]:
@@ -39,15 +40,17 @@ def cuda_majors() -> list[int]:
 
 
 def _engine(session: nox.Session, *extras: str) -> None:
-    """Install the engine (editable) into the session's venv, once per state of its dependencies: source changes
-    reach an editable install by themselves, and pip's reinstall would cost seconds on every run."""
+    """Install the engine (editable) into the session's venv with the host-side tools pinned (constraints.txt), once
+    per state of its dependencies: source changes reach an editable install by themselves, and pip's reinstall
+    would cost seconds on every run."""
     spec = f".[{','.join(extras)}]" if extras else "."
-    wanted = f"{spec} {hashlib.sha256(Path('pyproject.toml').read_bytes()).hexdigest()}"
+    inputs = Path("pyproject.toml").read_bytes() + Path(CONSTRAINTS).read_bytes()
+    wanted = f"{spec} {hashlib.sha256(inputs).hexdigest()}"
     stamp = Path(str(session.virtualenv.location)) / ".wheelfactory-installed"
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
         session.log(f"the engine ({spec}) is installed and its dependencies are unchanged")
         return
-    session.install("-e", spec)
+    session.install("-c", CONSTRAINTS, "-e", spec)
     stamp.write_text(wanted, encoding="utf-8")
 
 

