@@ -203,8 +203,47 @@ def test_a_setuptools_variant_matches_its_golden_file(project: Path) -> None:
     assert project_table["dynamic"] == ["version"]  # dependencies are now the variant's own
     assert "dependencies" not in variant["tool"]["setuptools"].get("dynamic", {})
     assert project_table["dependencies"] == ["packaging>=21", "nvidia-cuda-runtime-cu12>=12.9,<13"]
-    assert project_table["optional-dependencies"] == {"test": ["pytest"]}
+    # ctk pulled CUDA 12's libraries through NVIDIA's meta-package: it now names the variant's own wheels.
+    assert project_table["optional-dependencies"] == {"test": ["pytest"], "ctk": ["nvidia-cuda-runtime-cu12>=12.9,<13"]}
     assert project_table["license"] == "MIT"
+    readme = project_table["readme"]
+    assert readme["content-type"] == "text/markdown"
+    assert readme["text"].startswith("> This is the CUDA 12.x build of `multipkg` (built against CUDA 12.9)")
+    assert readme["text"].endswith("\n\n# multipkg\n\nA test source shaped like CuPy.\n")  # its README.md, whole
+
+
+def _readme_warnings(readme: dict[str, str]) -> str | None:
+    """What twine check --strict says of a long description (it renders it with readme_renderer): None when
+    it renders without a warning."""
+    import io
+
+    import readme_renderer.markdown
+    import readme_renderer.rst
+    import readme_renderer.txt
+
+    renderers = {"text/x-rst": readme_renderer.rst, "text/markdown": readme_renderer.markdown}
+    warnings = io.StringIO()
+    rendered = renderers.get(readme["content-type"], readme_renderer.txt).render(readme["text"], stream=warnings)
+    return None if rendered is not None and not warnings.getvalue() else warnings.getvalue() or "did not render"
+
+
+def test_every_rendered_readme_passes_twine_check_strict(project: Path) -> None:
+    add_multipkg(project)
+    assert main(["--root", str(project), "render"]) == 0
+    out = project / "build" / "variants"
+    found = {p.parent.name: tomllib.loads(p.read_text())["project"]["readme"] for p in out.glob("*/pyproject.toml")}
+    assert len(found) == 15
+    assert {dist: _readme_warnings(readme) for dist, readme in found.items()} == dict.fromkeys(found)
+
+
+def test_an_rst_source_keeps_its_readme_with_the_variant_note(rendered: Path) -> None:
+    readme = _pyproject(rendered, "pycuda-cuda13x")["project"]["readme"]
+    assert readme["content-type"] == "text/x-rst"
+    note, upstream = readme["text"].split("\n\n", 1)
+    assert note.startswith("This is the CUDA 13.x build of ``pycuda`` (built against CUDA 13.0)")
+    assert "``nvidia-curand``" in note
+    assert upstream.startswith("PyCUDA: Pythonic Access to CUDA, with Arrays and Algorithms\n=====")
+    assert "PyCUDA lets you access" in upstream
 
 
 def test_recipe_dependencies_swap_the_sources_per_major(project: Path) -> None:

@@ -89,8 +89,18 @@ def test_pyvkfft_reaches_dist_and_says_what_needs_the_driver(tmp_path: Path, bui
     assert not library.importable  # a ctypes library named like a module: no PyInit__vkfft_cuda
     assert "libcuda.so.1" in library.needed and any(n.startswith("libnvrtc.so.12") for n in library.needed)
     assert library.rpath == ("$ORIGIN/../nvidia/cuda_nvrtc/lib",)
-    requires = metadata(built.wheel).get_all("Requires-Dist") or []
-    assert sorted(requires) == ["numpy", "nvidia-cuda-nvrtc-cu12<13,>=12.4", "psutil"]
+    found = metadata(built.wheel)
+    requires = found.get_all("Requires-Dist") or []
+    doc = ["nbsphinx", "nbsphinx-link", "sphinx", "sphinx-argparse", "sphinx-rtd-theme"]
+    assert sorted(requires) == sorted(
+        ["numpy", "nvidia-cuda-nvrtc-cu12<13,>=12.4", "psutil", *(f'{r}; extra == "doc"' for r in doc)]
+    )
+    # setup()'s extras_require and long_description (its README.rst) reach the wheel, with the variant's note.
+    assert found.get_all("Provides-Extra") == ["doc"]
+    assert found["Description-Content-Type"] == "text/x-rst"
+    description = found.get_payload()
+    assert description.startswith("This is the CUDA 12.x build of ``pyvkfft`` (built against CUDA 12.4)")
+    assert "pyvkfft - python interface to the CUDA and OpenCL backends of VkFFT" in description
     # Without CUDA the library fails on NVRTC; with NVIDIA's wheels, on the driver no GPU-free machine has.
     load = next(name for name in _checks(built, 1) if "ctypes.CDLL" in name)
     assert "→ OSError (links" in load

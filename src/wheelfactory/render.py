@@ -6,7 +6,6 @@ written only when every variant rendered, so a failure leaves build/variants as 
 
 from __future__ import annotations
 
-import ast
 import shlex
 import tomllib
 from dataclasses import dataclass
@@ -28,6 +27,15 @@ from .buildenv import cibuildwheel_value, linux_environment, windows_environment
 from .components import OS, component_table, platforms
 from .errors import InputError, Problem, UserError
 from .plan import Plan, Variant
+from .source_metadata import (
+    Readme,
+    SourceText,
+    setup_py_classifiers,
+    setup_py_fields,
+    source_extras,
+    source_project,
+    source_readme,
+)
 from .sources import package_dir, source_tree
 
 # The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
@@ -48,40 +56,6 @@ _SOURCE_CLASSIFIERS = ("Development Status ::",)
 # Written into the package at build time: what the variant needs from CUDA (and, on Windows, its DLL loader).
 VARIANT_MODULE = "_cuda_variant.py"
 CLASSIFIER_GPU = "Environment :: GPU :: NVIDIA CUDA :: {major}"
-
-
-@dataclass(frozen=True)
-class SourceText:
-    """A text file of the package's source (its pyproject.toml, a requirements file), which problems of the
-    source are reported against: the user can open it, and pins another release or names what it lacks."""
-
-    shown: str  # relative to the project root when inside it, else its path in the cache
-    text: str
-    root: Path  # the project root, against which files beside it are shown
-
-    @classmethod
-    def read(cls, path: Path, root: Path) -> SourceText:
-        shown = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError([Problem(shown, 1, 1, f"cannot read it: {exc.strerror}")]) from None
-        try:
-            return cls(shown, data.decode("utf-8"), root)
-        except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            col = exc.start - data.rfind(b"\n", 0, exc.start)
-            message = (
-                f"byte 0x{data[exc.start]:02x} is not UTF-8 text — the source must be fixed, or another release pinned"
-            )
-            raise InputError([Problem(shown, line, col, message)]) from None
-
-    def problem(self, near: str, message: str) -> Problem:
-        """A problem at the first place `near` appears in the file (its start when nowhere)."""
-        at = self.text.find(near) if near else -1
-        if at < 0:
-            return Problem(self.shown, 1, 1, message)
-        return Problem(self.shown, self.text.count("\n", 0, at) + 1, at - self.text.rfind("\n", 0, at), message)
 
 
 @dataclass(frozen=True)
@@ -111,40 +85,75 @@ def nvidia_dependencies(variant: Variant) -> list[str]:
     return sorted(lines.values())
 
 
-def dependencies(variant: Variant, source: list[str] | None = None) -> list[str]:
-    """The variant's Requires-Dist: the source's own requirements (its pyproject's), with the recipe's swapped
-    in, then the NVIDIA wheels of this major, then the recipe's other requirements.
+# NVIDIA's meta-package of the whole toolkit (`cuda-toolkit[cublas,...]==12.*`): a source's pin of it is another
+# major's CUDA wheels, as the nvidia-* ones are.
+_TOOLKIT_META = "cuda-toolkit"
+
+
+def _swapped(variant: Variant, lines: list[str]) -> tuple[list[str], set[int], bool]:
+    """The source's requirement lines with the recipe's swaps applied and NVIDIA's CUDA wheels left out: (what is
+    kept, the recipe entries used, whether an NVIDIA wheel was left out).
 
     A recipe entry replaces each source requirement that names it, in any major's spelling ({12: cupy-cuda12x,
     13: cupy-cuda13x} replaces cupy-cuda12x with this major's); an entry with nothing for this major drops it.
-    The source's NVIDIA CUDA wheels, of whatever major, give way to the variant's own.
     """
     table = component_table()
     nvidia = {
         canonicalize_name(entry.distribution)
         for component in table.components.values()
         for entry in component.majors.values()
-    }
-    entries: list[tuple[set[str], str | None]] = []
-    for dep in variant.recipe.dependencies:
-        spellings = list(dep.values()) if isinstance(dep, dict) else [dep]
-        line = dep.get(variant.major) if isinstance(dep, dict) else dep
-        entries.append(({canonicalize_name(Requirement(s).name) for s in spellings}, line))
+    } | {_TOOLKIT_META}
+    entries = _recipe_entries(variant)
     kept: list[str] = []
-    swapped: set[int] = set()
-    for line in source or []:
+    used: set[int] = set()
+    dropped_nvidia = False
+    for line in lines:
         name = canonicalize_name(Requirement(line).name)
         if name in nvidia:
+            dropped_nvidia = True
             continue
         index = next((i for i, (names, _) in enumerate(entries) if name in names), None)
         if index is None:
             kept.append(line)
-        elif index not in swapped:
-            swapped.add(index)
+        elif index not in used:
+            used.add(index)
             replacement = entries[index][1]
             kept += [replacement] if replacement else []
-    others = [line for i, (_, line) in enumerate(entries) if i not in swapped and line]
+    return kept, used, dropped_nvidia
+
+
+def _recipe_entries(variant: Variant) -> list[tuple[set[str], str | None]]:
+    """Each recipe dependency: every name it is spelt with, and its line for this major (None: none)."""
+    entries = []
+    for dep in variant.recipe.dependencies:
+        spellings = list(dep.values()) if isinstance(dep, dict) else [dep]
+        line = dep.get(variant.major) if isinstance(dep, dict) else dep
+        entries.append(({str(canonicalize_name(Requirement(s).name)) for s in spellings}, line))
+    return entries
+
+
+def dependencies(variant: Variant, source: list[str] | None = None) -> list[str]:
+    """The variant's Requires-Dist: the source's own requirements (its pyproject's), with the recipe's swapped
+    in, then the NVIDIA wheels of this major, then the recipe's other requirements. The source's NVIDIA CUDA
+    wheels, of whatever major, give way to the variant's own."""
+    kept, used, _ = _swapped(variant, source or [])
+    others = [line for i, (_, line) in enumerate(_recipe_entries(variant)) if i not in used and line]
     return [*kept, *nvidia_dependencies(variant), *others]
+
+
+def variant_extras(variant: Variant, source: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The source's extras made the variant's: the recipe's swaps applied inside each, NVIDIA's CUDA wheels of
+    any major left out. An extra that only pulled NVIDIA's wheels (CuPy's `ctk`, the toolkit for this major)
+    becomes the variant's own NVIDIA requirements, so that `pip install pkg-cuda12x[ctk]` still means "with
+    CUDA 12's libraries"; the variant's optional components come last and win a name they share."""
+    result: dict[str, list[str]] = {}
+    for extra, lines in source.items():
+        kept, _, dropped_nvidia = _swapped(variant, lines)
+        if dropped_nvidia and not kept:
+            kept = nvidia_dependencies(variant)
+        if kept:
+            result[extra] = kept
+    return {**result, **extras(variant)}
 
 
 def extras(variant: Variant) -> dict[str, list[str]]:
@@ -177,26 +186,34 @@ def excluded_libraries(variant: Variant, os: OS) -> list[str]:
     return excluded
 
 
-def _readme(variant: Variant) -> str:
+def variant_readme(variant: Variant, source: Readme | None) -> Readme:
+    """The variant's long description: the source's own readme with a short note first, in the readme's own
+    markup (Markdown, reStructuredText or plain text), saying which CUDA build this is and what it needs; a
+    generated Markdown page for a source without one."""
     table = component_table()
+    markup = source.content_type if source else "text/markdown"
+    code = {"text/markdown": "`{}`", "text/x-rst": "``{}``"}.get(markup, "{}")
     wheels = sorted({table.get(n, variant.major).distribution for n in variant.components(optional=False)})  # type: ignore[union-attr]
     where = (
-        f"it loads them from NVIDIA's pip wheels ({', '.join(f'`{w}`' for w in wheels)}), which pip installs with it"
+        f"it loads them from NVIDIA's pip wheels ({', '.join(code.format(w) for w in wheels)}), which pip installs "
+        "with it"
         if wheels
         else "what it needs of the CUDA runtime is linked in, and it needs only the NVIDIA driver"
     )
-    lines = [
-        f"# {variant.dist_name}",
-        "",
-        variant.recipe.summary or variant.recipe.name,
-        "",
-        f"This is the CUDA {variant.major}.x build of `{variant.recipe.name}` (built against CUDA "
-        f"{variant.cuda.toolkit}). It carries no CUDA library: {where}. Importing it needs no GPU.",
-    ]
+    note = (
+        f"This is the CUDA {variant.major}.x build of {code.format(variant.recipe.name)} (built against CUDA "
+        f"{variant.cuda.toolkit}), published as {code.format(variant.dist_name)}. It carries no CUDA library: "
+        f"{where}. Importing it needs no GPU."
+    )
     optional = sorted(extras(variant))
     if optional:
-        lines += ["", f"Optional: `pip install {variant.dist_name}[{','.join(optional)}]`."]
-    return "\n".join(lines) + "\n"
+        install = f"pip install {variant.dist_name}[{','.join(optional)}]"
+        note += f" Optional: {code.format(install)}."
+    if source is None:
+        title = f"# {variant.dist_name}\n\n{variant.recipe.summary or variant.recipe.name}\n\n"
+        return Readme(f"{title}{note}\n", "text/markdown")
+    lead = f"> {note}" if markup == "text/markdown" else note
+    return Readme(f"{lead}\n\n{source.text.lstrip()}", markup)
 
 
 def linux_repair_command(variant: Variant) -> str:
@@ -209,41 +226,6 @@ def linux_repair_command(variant: Variant) -> str:
 def windows_repair_command(variant: Variant) -> str:
     """delvewheel repair that vendors ordinary DLLs but never nvcuda.dll or a declared CUDA DLL (';' on Windows)."""
     return f'delvewheel repair --exclude "{";".join(excluded_libraries(variant, "windows"))}" -w {{dest_dir}} {{wheel}}'
-
-
-def _setup_keywords(tree: Path) -> dict[str, ast.expr]:
-    """The keywords of the source's setup() calls, read from setup.py without running it; none of a call whose
-    `setup(**options)` hides what it gives."""
-    try:
-        module = ast.parse((tree / "setup.py").read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    keywords: dict[str, ast.expr] = {}
-    for node in ast.walk(module):
-        if not isinstance(node, ast.Call) or getattr(node.func, "id", getattr(node.func, "attr", None)) != "setup":
-            continue
-        if all(k.arg is not None for k in node.keywords):
-            keywords.update({str(k.arg): k.value for k in node.keywords})
-    return keywords
-
-
-def setup_py_fields(tree: Path) -> list[str]:
-    """The [project] fields a setup.py-only source gives through setup() (data/setuptools_fields.yaml); only the
-    always-accepted ones when that cannot be told."""
-    table = yaml.safe_load(files("wheelfactory.data").joinpath("setuptools_fields.yaml").read_text("utf-8"))
-    fields = [table["keywords"][k] for k in _setup_keywords(tree) if k in table["keywords"]]
-    return list(dict.fromkeys([*fields, *table["always"]]))
-
-
-def setup_py_classifiers(tree: Path) -> list[str]:
-    """The classifiers setup() gives as a literal list (the variant's [project] sets classifiers, so setuptools
-    would drop setup()'s); none where they are computed."""
-    given = _setup_keywords(tree).get("classifiers")
-    try:
-        value = ast.literal_eval(given) if given is not None else []
-    except ValueError:
-        return []
-    return [str(c) for c in value] if isinstance(value, list | tuple) else []
 
 
 def merged_classifiers(source: list[str], variant: list[str]) -> list[str]:
@@ -293,6 +275,7 @@ def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path)
     if by_os["windows"]:
         classifiers.append("Operating System :: Microsoft :: Windows")
     classifiers = merged_classifiers(setup_py_classifiers(tree), classifiers)
+    readme = variant_readme(variant, source_readme(tree, root))
     recipe_file = (variant.recipe_dir / "recipe.yaml").resolve()
     try:
         recipe_shown = str(recipe_file.relative_to(root.resolve()))
@@ -307,12 +290,15 @@ def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path)
         "build_requires": variant.recipe.build_requires,
         "build_backend": variant.recipe.build_backend,
         "description": f"{variant.recipe.summary or variant.recipe.name} (CUDA {variant.major}.x build)",
-        "readme": _readme(variant),
+        "readme": readme.text,
+        "readme_type": readme.content_type,
         "major": variant.major,
         "toolkit": variant.cuda.toolkit,
         "requires_python": str(variant.requires_python),
         "dependencies": dependencies(variant),
-        "extras": extras(variant),
+        # A source without a [project] table gives its extras through setup(): the variant states them (its static
+        # optional-dependencies would make setuptools drop setup()'s).
+        "extras": variant_extras(variant, source_extras(tree) if source_project(tree) is None else {}),
         "classifiers": classifiers,
         "identifiers": [cell.identifier for cell in variant.cells],
         "linux": linux,
@@ -432,7 +418,8 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     if "optional-dependencies" in dynamic:
         for extra, directive in computed.get("optional-dependencies", {}).items():
             extras_now[str(extra)] = _computed_requirements(tree, directive, f"extra {extra}", variant, pyproject)
-    extras_now.update({str(k): list(v) for k, v in ours.get("optional-dependencies", {}).items()})
+    extras_now.update({str(k): [str(r) for r in v] for k, v in project.get("optional-dependencies", {}).items()})
+    extras_now = variant_extras(variant, extras_now)
     source_classifiers = [str(c) for c in project.get("classifiers", [])]
     for key in VARIANT_FIELDS:
         project[key] = ours[key]
@@ -440,8 +427,12 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     project["dependencies"] = _multiline(dependencies(variant, source_deps))
     if extras_now:
         extras_table = project.setdefault("optional-dependencies", tomlkit.table())
+        for extra in [e for e in extras_table if e not in extras_now]:
+            del extras_table[extra]  # an extra that pulled only what the variant leaves out
         for extra, lines in extras_now.items():
             extras_table[extra] = lines
+    else:
+        project.pop("optional-dependencies", None)
     now_set = {*VARIANT_FIELDS, "dependencies", "optional-dependencies"}
     for field in now_set:
         computed.pop(field, None)  # setuptools' directive for a field that is no longer dynamic
