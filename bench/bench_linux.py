@@ -26,13 +26,13 @@ from pathlib import Path
 
 from benchlib import REPO, arguments, show
 
-from wheelfactory import provision as provisioning
 from wheelfactory.build import stage
-from wheelfactory.buildenv import cmake_architectures
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs, make_plan
 from wheelfactory.render import render_plan
 from wheelfactory.report import WheelRecord
+from wheelfactory.toolkit import provision as provisioning
+from wheelfactory.toolkit.buildenv import cmake_architectures
 
 HAND_WRITTEN = """
 [build-system]

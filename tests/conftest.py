@@ -19,10 +19,10 @@ from typing import NamedTuple
 
 import pytest
 
-from wheelfactory.buildenv import linux_environment
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.report import WheelRecord
+from wheelfactory.toolkit.buildenv import linux_environment
 
 REPO = Path(__file__).resolve().parent.parent
 OFFLINE_IMAGE = "manylinux-offline:latest"

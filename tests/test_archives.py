@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from wheelfactory import archives
 from wheelfactory.cli import main
 from wheelfactory.errors import ToolFailure
+from wheelfactory.toolkit import archives
 
 from .conftest import served
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from wheelfactory.binaries.wheelfile import pack, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
-from wheelfactory.provision import provision
 from wheelfactory.render import extras
 from wheelfactory.smoke import HostMachine, TierResult, smoke, tier1, tier2
-from wheelfactory.wheelfile import pack, unpack
+from wheelfactory.toolkit.provision import provision
 
 from .conftest import Built
 

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.audit import audit_wheel
+from wheelfactory.binaries.elf import read_elf
+from wheelfactory.binaries.wheelfile import pack, unpack
 from wheelfactory.cli import main
-from wheelfactory.elf import read_elf
 from wheelfactory.errors import ToolFailure
 from wheelfactory.image import interpreters
 from wheelfactory.pipeline import BuildRequest, build, existing
 from wheelfactory.plan import copy_inputs, make_plan
-from wheelfactory.provision import provision
 from wheelfactory.smoke import smoke
+from wheelfactory.toolkit.provision import provision
 from wheelfactory.verify import verify
-from wheelfactory.wheelfile import pack, unpack
 
 from .conftest import REPO, Built, build_recipe, matrix_for
 

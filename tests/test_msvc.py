@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from wheelfactory import msvc
 from wheelfactory.components import toolkit_table
 from wheelfactory.errors import UserError
+from wheelfactory.toolkit import msvc
 
 
 def _visual_studio(tmp_path: Path, toolsets: list[str]) -> Path:

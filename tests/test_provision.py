@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wheelfactory.provision import link_name
+from wheelfactory.toolkit.provision import link_name
 
 
 @pytest.mark.parametrize(

@@ -17,10 +17,10 @@ from typing import ClassVar
 import pytest
 
 from wheelfactory import pipeline, smoke
+from wheelfactory.binaries.wheelfile import WheelName
 from wheelfactory.built import BuiltWheel
 from wheelfactory.errors import UserError
 from wheelfactory.plan import Variant, make_plan
-from wheelfactory.wheelfile import WheelName
 
 
 def _wheel(directory: Path, platform_tag: str) -> Path:

@@ -17,15 +17,15 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from packaging.specifiers import SpecifierSet
 
-from wheelfactory import redist
-from wheelfactory.buildenv import linux_environment
+from wheelfactory.binaries.elf import read_elf
 from wheelfactory.components import DebianRelease, component_table, toolkit_table
-from wheelfactory.debian import download
-from wheelfactory.elf import read_elf
 from wheelfactory.errors import ToolFailure
 from wheelfactory.host import cache_dir
 from wheelfactory.plan import Variant, copy_inputs, make_plan
-from wheelfactory.provision import Toolkit, components_to_provision, driver_api, provision
+from wheelfactory.toolkit import redist
+from wheelfactory.toolkit.buildenv import linux_environment
+from wheelfactory.toolkit.debian import download
+from wheelfactory.toolkit.provision import Toolkit, components_to_provision, driver_api, provision
 
 from .conftest import REPO, matrix_for, serve_redist_release, served
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from wheelfactory.binaries.wheelfile import metadata
 from wheelfactory.errors import ToolFailure
-from wheelfactory.wheelfile import metadata
 
 from .conftest import Built, add_multipkg, build_recipe
 

@@ -22,16 +22,16 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.audit import WheelAudit, audit_wheel
+from wheelfactory.binaries.pe import def_file, exports, read_pe
+from wheelfactory.binaries.wheelfile import pack
 from wheelfactory.build import inject_loader
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
 from wheelfactory.components import component_table, toolkit_table
-from wheelfactory.pe import def_file, exports, read_pe
 from wheelfactory.plan import Cell, Variant, make_plan
-from wheelfactory.provision import Toolkit, provision
 from wheelfactory.render import VARIANT_MODULE, excluded_libraries, render_plan
 from wheelfactory.repair import read_binaries_of
-from wheelfactory.wheelfile import pack
+from wheelfactory.toolkit.provision import Toolkit, provision
 
 from .conftest import REPO, serve_redist_release
 

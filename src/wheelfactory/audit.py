@@ -27,13 +27,13 @@ from auditwheel.architecture import Architecture
 from auditwheel.policy import Libc, Policy, WheelPolicies
 from packaging.version import Version
 
+from .binaries.wheelfile import Binary, members, read_member
 from .built import BuiltWheel
 from .components import OS, component_table
 from .inputs import DRIVER
 from .plan import Variant
 from .render import VARIANT_MODULE
 from .repair import needed_components, origin_entry
-from .wheelfile import Binary, members, read_member
 
 MIB = 1024 * 1024
 # The dynamic loader is in no policy's whitelist (auditwheel treats it apart), yet every glibc has it.

@@ -19,17 +19,18 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-from . import host, msvc
+from . import host
 from .audit import declared_problems
+from .binaries.wheelfile import WheelName
 from .built import BuildRun, BuiltWheel
 from .components import platforms, toolkit_table
 from .errors import ToolFailure, UserError
 from .plan import Cell, Variant
 from .progress import step
-from .provision import Toolkit
 from .render import PREPARE_SCRIPT, STATS_SCRIPT, VARIANT_MODULE, RenderedVariant
 from .sources import package_dir, source_date_epoch, source_tree
-from .wheelfile import WheelName
+from .toolkit import msvc
+from .toolkit.provision import Toolkit
 
 # What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
 _HOST_COMPILER = re.compile(r"^wheelfactory: nvcc's host compiler is (?P<compiler>.+)$", re.MULTILINE)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .binaries.wheelfile import Binary, WheelName
 from .plan import Cell, Variant
-from .provision import Toolkit
-from .wheelfile import Binary, WheelName
+from .toolkit.provision import Toolkit
 
 
 @dataclass(frozen=True)

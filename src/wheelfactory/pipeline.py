@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from . import host
 from .audit import audit_wheel
+from .binaries.wheelfile import WheelName
 from .build import run_cibuildwheel, select_cells
 from .built import BuiltWheel
 from .components import platforms
@@ -26,12 +27,11 @@ from .errors import UserError
 from .image import check_interpreters, ensure_image
 from .plan import Cell, Plan, Variant, make_plan
 from .progress import step
-from .provision import compiler_cache, provision
 from .render import RenderedVariant, render_plan
 from .repair import read_binaries_of, repair
 from .report import WheelRecord, summary, write_report
 from .smoke import smoke
-from .wheelfile import WheelName
+from .toolkit.provision import compiler_cache, provision
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .buildenv import cibuildwheel_value, linux_environment, windows_environment
 from .components import OS, component_table, platforms
 from .errors import InputError, Problem, UserError
 from .plan import Plan, Variant
@@ -37,6 +36,7 @@ from .source_metadata import (
     source_readme,
 )
 from .sources import package_dir, source_tree
+from .toolkit.buildenv import cibuildwheel_value, linux_environment, windows_environment
 
 # The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
 PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"

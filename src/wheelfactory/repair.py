@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from . import host
+from .binaries.wheelfile import pack, read_binaries, unpack
 from .built import BuiltWheel, RpathChange
 from .components import OS, component_table
 from .errors import ToolFailure
-from .wheelfile import pack, read_binaries, unpack
 
 # Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
 DATA_DIRS = {"purelib": "{site}", "platlib": "{site}", "scripts": "bin", "data": ".", "headers": "include"}

@@ -40,15 +40,15 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
+from .binaries.wheelfile import WheelName, metadata, with_extras
 from .built import BuiltWheel
 from .components import component_table
 from .errors import ToolFailure, UserError
 from .plan import Variant, cpython_tag
 from .progress import step
-from .provision import runtime_site
 from .render import CLASSIFIER_GPU, extras
 from .repair import installed_path, needed_components, site_packages
-from .wheelfile import WheelName, metadata, with_extras
+from .toolkit.provision import runtime_site
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.

@@ -25,11 +25,12 @@ from urllib.parse import urldefrag, urljoin
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename
 
-from . import archives, host
+from . import host
 from .errors import ToolFailure, UserError
 from .host import cache_dir
 from .inputs import PathSource, SdistSource, Source
 from .progress import step
+from .toolkit import archives
 
 PYPI = "https://pypi.org/simple/"
 

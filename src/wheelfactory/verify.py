@@ -13,8 +13,8 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from . import host
+from .binaries.wheelfile import WheelName
 from .plan import cpython_tag
-from .wheelfile import WheelName
 
 MIB = 1024 * 1024
 

@@ -32,13 +32,14 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from . import archives, debian, host, msvc, redist
-from .components import OS, NvccSource, component_table, platforms, toolkit_table
-from .errors import ToolFailure, UserError
-from .pe import def_file
-from .plan import Variant
-from .progress import console, step
-from .wheelfile import WheelName, extras, metadata, unpack
+from .. import host
+from ..binaries.pe import def_file
+from ..binaries.wheelfile import WheelName, extras, metadata, unpack
+from ..components import OS, NvccSource, component_table, platforms, toolkit_table
+from ..errors import ToolFailure, UserError
+from ..plan import Variant
+from ..progress import console, step
+from . import archives, debian, msvc, redist
 
 
 @dataclass(frozen=True)

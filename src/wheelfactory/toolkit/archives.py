@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from .errors import ToolFailure
+from ..errors import ToolFailure
 
 TIMEOUT_S = 60
 

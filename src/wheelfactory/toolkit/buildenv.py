@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from .components import toolkit_table
-from .plan import Variant
+from ..components import toolkit_table
+from ..plan import Variant
 
 # Where the build container's prepare step (data/prepare-build.sh) puts the host compiler nvcc may use, and the
 # default C/C++ compilers run through the compiler cache.

@@ -14,9 +14,9 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from . import host
-from .components import DebianRelease, Placement, toolkit_table
-from .errors import ToolFailure
+from .. import host
+from ..components import DebianRelease, Placement, toolkit_table
+from ..errors import ToolFailure
 
 
 class Unavailable(Exception):

@@ -17,8 +17,8 @@ from typing import Literal
 from packaging.utils import NormalizedName, parse_wheel_filename
 from packaging.version import Version
 
-from . import host
-from .components import OS, platforms
+from .. import host
+from ..components import OS, platforms
 from .elf import is_elf, read_elf
 from .pe import read_pe
 

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
-from . import host
-from .errors import ToolFailure, UserError
+from .. import host
+from ..errors import ToolFailure, UserError
 
 _TOOLSET = re.compile(r"^(\d+)\.(\d+)\.\d+$")
 

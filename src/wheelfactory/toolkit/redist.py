@@ -15,9 +15,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from . import archives, host
-from .components import Placement, toolkit_table
-from .errors import ToolFailure
+from .. import host
+from ..components import Placement, toolkit_table
+from ..errors import ToolFailure
+from . import archives
 
 
 class Unreachable(Exception):
