@@ -29,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib.resources import as_file, files
@@ -105,6 +106,11 @@ class Machine(Protocol):
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]: ...
 
+    def copy_installed(self, source: str, target: str) -> subprocess.CompletedProcess[str] | None:
+        """What pip installed into venv `source` (by its Python), copied into venv `target`; None where this
+        machine cannot share an install (each layout then installs for itself)."""
+        ...
+
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]: ...
 
     def close(self) -> None: ...
@@ -125,7 +131,7 @@ class ContainerMachine:
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
-        self.base = f"{prefix}/bin/python"
+        self.base, self.python = f"{prefix}/bin/python", python
         self.sites = {
             "venv": f"/smoke/cuda/lib/python{python}/site-packages",
             "system-site-packages": f"{prefix}/lib/python{python}/site-packages",
@@ -153,10 +159,12 @@ class ContainerMachine:
         # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
         venv = f"{self.base} -m venv --without-pip"
         link = " ".join(f'ln -s "$entry" {site}/;' for site in self.sites.values())
+        # The four venvs at once (each is an interpreter start), then NVIDIA's distributions linked beside nvidia/.
         script = (
-            f"{venv} /smoke/bare && {venv} /smoke/cuda && {venv} --system-site-packages /smoke/layered && "
-            f"{venv} /smoke/targeted && mkdir -p {self.sites['target']} && "
-            "for entry in /smoke/runtime/*; do "
+            f"{venv} /smoke/bare & {venv} /smoke/cuda & {venv} --system-site-packages /smoke/layered & "
+            f"{venv} /smoke/targeted & wait && for venv in bare cuda layered targeted; do "
+            f'[ -x /smoke/$venv/bin/python ] || {{ echo "no venv $venv" >&2; exit 1; }}; done && '
+            f"mkdir -p {self.sites['target']} && for entry in /smoke/runtime/*; do "
             f'[ ! -e "$entry" ] || [ "${{entry##*/}}" = nvidia ] || {{ {link} }}; done'
         )
         created = self._exec(["sh", "-c", script])
@@ -174,6 +182,19 @@ class ContainerMachine:
         # more): it installs into that venv as a pip of its own would, at half the start-up cost.
         pip = [python, f"{self.sites['system-site-packages']}/pip", "install", "--quiet", "--disable-pip-version-check"]
         return self._exec([*pip, "--no-index", *args])
+
+    def copy_installed(self, source: str, target: str) -> subprocess.CompletedProcess[str]:
+        # Every entry of the source venv's site-packages but NVIDIA's (mounted, or linked from the runtime site):
+        # the files pip wrote, its RECORD and metadata included, as a second pip run would write them.
+        sites = [
+            python.removesuffix("/bin/python") + f"/lib/python{self.python}/site-packages"
+            for python in (source, target)
+        ]
+        script = (
+            f'cd "{sites[0]}" && for entry in *; do [ -L "$entry" ] || [ "$entry" = nvidia ] || '
+            f'cp -a "$entry" "{sites[1]}/" || exit 1; done'
+        )
+        return self._exec(["sh", "-c", script])
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
         return _outcomes(self._exec([python, "/smoke/probe.py", json.dumps(checks)]), checks)
@@ -240,6 +261,9 @@ class HostMachine:
             "pip",
             check=False,
         )
+
+    def copy_installed(self, source: str, target: str) -> None:
+        return None  # NVIDIA's wheels are installed for real in the CUDA venv here: each layout installs its own
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
         return _outcomes(
@@ -390,9 +414,10 @@ def _alone(machine: Machine, built: BuiltWheel) -> list[list[str]]:
     return installs
 
 
-def tier2(machine: Machine, layout: Layout, built: BuiltWheel) -> TierResult:
+def tier2(machine: Machine, layout: Layout, built: BuiltWheel, shared: Layout | None = None) -> TierResult:
     """The wheel with NVIDIA's wheels (laid out as `layout` says) and its other requirements: every binary loads,
-    with its CUDA libraries from that layout, unless it links the driver (which no GPU-free machine has)."""
+    with its CUDA libraries from that layout, unless it links the driver (which no GPU-free machine has). With
+    `shared`, the layout whose pip install this one copies (done already), where the machine can share one."""
     smoke_spec = built.variant.recipe.smoke
     site, pythonpath = layout.site, layout.pythonpath
     checks = [e.check(cuda_installed=True, site=site, pythonpath=pythonpath) for e in binary_expectations(built)]
@@ -402,6 +427,12 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel) -> TierResult:
         (command, {"command": shlex.split(command), "pythonpath": layout.pythonpath})
         for command in smoke_spec.with_cuda
     ]
+    copied = machine.copy_installed(shared.python, layout.python) if shared else None
+    if shared and copied is not None:
+        result = TierResult(2, layout.name)
+        what = f"install: what pip installed in the {shared.name} layout"
+        result.checks.append(Check(what, copied.returncode == 0, host.tail(copied.stderr, 8)))
+        return _run_tier(result, machine, layout.python, [], checks) if copied.returncode == 0 else result
     if layout.name == "target":  # the CUDA wheels are not in the venv: pip must not look for them there
         installs = _alone(machine, built)
     else:
@@ -484,6 +515,21 @@ def download_requirements(wheel: Path, into: Path) -> Path | None:
     return into
 
 
+def _after(first: Future[TierResult], run: Callable[..., TierResult], *args: object) -> TierResult:
+    """`run(*args)` once the first tier-2 layout has its install (the others copy it), whatever its checks said;
+    when that install failed, this layout fails on it too."""
+    shared = first.result()
+    installs = [c for c in shared.checks if c.name.startswith("install")]
+    if installs and all(c.ok for c in installs):
+        return run(*args)
+    layout = args[1]
+    assert isinstance(layout, Layout)
+    failed = next((c.detail for c in installs if not c.ok), "it installed nothing")
+    result = TierResult(2, layout.name)
+    result.checks.append(Check(f"install (shared with the {shared.layout} layout)", False, failed))
+    return result
+
+
 def smoke(built: BuiltWheel) -> list[TierResult]:
     """Tiers 1 and 2 on a clean machine, tier 3 on this one: all three at once (their venvs are apart)."""
     name, wheel = built.name, built.path.resolve()
@@ -501,9 +547,10 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         with ThreadPoolExecutor(max_workers=5) as pool:
             metadata_tier = pool.submit(tier3, wheel, built.variant)
             try:
-                bare, layouts = machine.create_venvs()
-                tiers = [pool.submit(tier1, machine, bare, built)]
-                tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
+                bare, (first, *others) = machine.create_venvs()
+                tiers = [pool.submit(tier1, machine, bare, built), pool.submit(tier2, machine, first, built)]
+                # One pip run serves every tier-2 layout: the others copy what it installed once it is done.
+                tiers += [pool.submit(_after, tiers[1], tier2, machine, layout, built, first) for layout in others]
                 results = [tier.result() for tier in tiers]
             finally:
                 machine.close()

@@ -18,11 +18,12 @@ import builtins
 import fnmatch
 import json
 import os
-import subprocess
 import sys
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+# subprocess and concurrent.futures are imported where used: each check's own interpreter needs neither, and it
+# is started some fifty times per wheel.
 
 
 def _mapped_paths() -> list[str]:
@@ -72,6 +73,8 @@ def _one(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _isolated(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one check in a fresh interpreter and read its outcome."""
+    import subprocess
+
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONPATH")}
     if spec.get("pythonpath"):
         env["PYTHONPATH"] = spec["pythonpath"]
@@ -100,6 +103,8 @@ def main() -> None:
     if sys.argv[1] == "--one":
         print(json.dumps(_one(json.loads(sys.argv[2]))))
         return
+    from concurrent.futures import ThreadPoolExecutor
+
     # Each check is its own process: several at a time, the outcomes in the checks' order.
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
         print(json.dumps(list(pool.map(_isolated, json.loads(sys.argv[1])))))
