@@ -139,9 +139,14 @@ def test_a_setuptools_source_with_two_packages(tmp_path: Path, build_image: str)
     assert found["Version"] == "1.4.0"
     assert sorted(found.get_all("Requires-Dist") or []) == [
         "nvidia-cuda-runtime<14,>=13.0",
+        # The source's ctk extra pulled CUDA 12's libraries through NVIDIA's meta-package: here, CUDA 13's.
+        'nvidia-cuda-runtime<14,>=13.0; extra == "ctk"',
         "packaging>=21",
         'pytest; extra == "test"',
     ]
+    assert found.get_all("Provides-Extra") == ["test", "ctk"]
+    assert found["Description-Content-Type"] == "text/markdown"
+    assert found.get_payload().endswith("\n\n# multipkg\n\nA test source shaped like CuPy.\n")
     tier1 = _checks(built, 1)
     assert tier1["import multipkg._flags → ok"][0]
     assert next(ok for name, (ok, _) in tier1.items() if name.startswith("import multipkgx._runtime → ImportError"))
