@@ -41,7 +41,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .binaries.wheelfile import WheelName, metadata, with_extras
+from .binaries.wheelfile import WheelName, metadata, metadata_of, with_extras
 from .built import BuiltWheel
 from .components import component_table
 from .errors import ToolFailure, UserError
@@ -49,7 +49,7 @@ from .plan import Variant, cpython_tag
 from .progress import step
 from .render import CLASSIFIER_GPU, extras
 from .repair import installed_path, needed_components, site_packages
-from .toolkit.provision import runtime_site
+from .toolkit.provision import marker_environment, runtime_site
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
@@ -106,9 +106,13 @@ class Machine(Protocol):
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]: ...
 
-    def copy_installed(self, source: str, target: str) -> subprocess.CompletedProcess[str] | None:
-        """What pip installed into venv `source` (by its Python), copied into venv `target`; None where this
-        machine cannot share an install (each layout then installs for itself)."""
+    # Whether one pip run can serve every venv (copy_installed): the others then wait for it, and copy.
+    shares_installs: bool
+    runtime: Path | None  # on this host, the NVIDIA wheels the layouts hold (where they are mounted, not installed)
+
+    def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str] | None:
+        """What pip installed into venv `source` (by its Python), copied into the venvs `targets`; None where
+        this machine cannot share an install (each venv then installs for itself)."""
         ...
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]: ...
@@ -126,10 +130,13 @@ class ContainerMachine:
     --system-site-packages venv) and a --target folder — with the distributions' metadata linked beside it.
     """
 
+    shares_installs = True
+
     def __init__(self, image: str, wheel: Path, runtime: Path, python: str, requirements: Path | None) -> None:
         self.engine = host.container_engine()
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
+        self.runtime: Path | None = runtime  # on the host: the NVIDIA wheels the layouts hold
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
         self.base, self.python = f"{prefix}/bin/python", python
         self.sites = {
@@ -158,14 +165,15 @@ class ContainerMachine:
     def create_venvs(self) -> tuple[str, list[Layout]]:
         # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
         venv = f"{self.base} -m venv --without-pip"
-        link = " ".join(f'ln -s "$entry" {site}/;' for site in self.sites.values())
-        # The four venvs at once (each is an interpreter start), then NVIDIA's distributions linked beside nvidia/.
+        # The four venvs at once (each is an interpreter start), then NVIDIA's distributions linked beside nvidia/
+        # in each layout's site, one `ln` a site (the runtime's entries are paths without spaces).
+        link = " && ".join(f'{{ [ -z "$entries" ] || ln -s $entries {site}/; }}' for site in self.sites.values())
         script = (
             f"{venv} /smoke/bare & {venv} /smoke/cuda & {venv} --system-site-packages /smoke/layered & "
             f"{venv} /smoke/targeted & wait && for venv in bare cuda layered targeted; do "
             f'[ -x /smoke/$venv/bin/python ] || {{ echo "no venv $venv" >&2; exit 1; }}; done && '
-            f"mkdir -p {self.sites['target']} && for entry in /smoke/runtime/*; do "
-            f'[ ! -e "$entry" ] || [ "${{entry##*/}}" = nvidia ] || {{ {link} }}; done'
+            f"mkdir -p {self.sites['target']} && entries=$(for entry in /smoke/runtime/*; do "
+            f'[ ! -e "$entry" ] || [ "${{entry##*/}}" = nvidia ] || echo "$entry"; done) && {link}'
         )
         created = self._exec(["sh", "-c", script])
         if created.returncode != 0:
@@ -180,19 +188,18 @@ class ContainerMachine:
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
         # The base interpreter's pip, run by the venv's own Python (as `pip --python` does after starting once
         # more): it installs into that venv as a pip of its own would, at half the start-up cost.
+        # No byte-compiling: each check's interpreter compiles what it imports, as a fresh install's first use does.
         pip = [python, f"{self.sites['system-site-packages']}/pip", "install", "--quiet", "--disable-pip-version-check"]
-        return self._exec([*pip, "--no-index", *args])
+        return self._exec([*pip, "--no-index", "--no-compile", *args])
 
-    def copy_installed(self, source: str, target: str) -> subprocess.CompletedProcess[str]:
+    def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
         # Every entry of the source venv's site-packages but NVIDIA's (mounted, or linked from the runtime site):
         # the files pip wrote, its RECORD and metadata included, as a second pip run would write them.
-        sites = [
-            python.removesuffix("/bin/python") + f"/lib/python{self.python}/site-packages"
-            for python in (source, target)
-        ]
+        site = f"lib/python{self.python}/site-packages"
+        destinations = " ".join(f'"{python.removesuffix("/bin/python")}/{site}/"' for python in targets)
         script = (
-            f'cd "{sites[0]}" && for entry in *; do [ -L "$entry" ] || [ "$entry" = nvidia ] || '
-            f'cp -a "$entry" "{sites[1]}/" || exit 1; done'
+            f'cd "{source.removesuffix("/bin/python")}/{site}" && for entry in *; do [ -L "$entry" ] || '
+            f'[ "$entry" = nvidia ] || for to in {destinations}; do cp -a "$entry" "$to" || exit 1; done; done'
         )
         return self._exec(["sh", "-c", script])
 
@@ -208,6 +215,9 @@ class HostMachine:
     wheels are installed for real — into the CUDA venv, and with `pip install --target` into a folder put on
     PYTHONPATH; the --system-site-packages layout would install them into the runner's own Python, which a
     developer's machine must not get, so it is left to the Linux tiers."""
+
+    shares_installs = False
+    runtime = None  # NVIDIA's wheels are installed for real here
 
     def __init__(
         self, wheel: Path, cuda_wheels: Path, python: str, requirements: Path | None, cuda_extras: list[str]
@@ -262,7 +272,7 @@ class HostMachine:
             check=False,
         )
 
-    def copy_installed(self, source: str, target: str) -> None:
+    def copy_installed(self, source: str, targets: list[str]) -> None:
         return None  # NVIDIA's wheels are installed for real in the CUDA venv here: each layout installs its own
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -340,27 +350,35 @@ def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
     return found
 
 
+def _install(machine: Machine, python: str, installs: list[list[str]]) -> list[Check]:
+    """Each pip install in turn, as a check; the first that fails ends them."""
+    checks = []
+    for install in installs:
+        installed = machine.install(python, *install)
+        shown = " ".join(
+            "the wheel" if a == machine.wheel else a
+            for a in install
+            if a not in ("--find-links", "--no-deps", machine.requirements)
+        )
+        checks.append(Check(f"install {shown}".strip(), installed.returncode == 0, host.tail(installed.stderr, 8)))
+        if installed.returncode != 0:
+            break
+    return checks
+
+
 def _run_tier(
     result: TierResult,
     machine: Machine,
     python: str,
     installs: list[list[str]],
     named: list[tuple[str, dict[str, object]]],
+    installed: list[Check] | None = None,
 ) -> TierResult:
+    """The installs (or, `installed`, the checks of the shared install the venv holds a copy of), then the
+    checks, all in one call into the machine."""
     started = time.monotonic()
-    for install in installs:
-        installed = machine.install(python, *install)
-        shown = " ".join(
-            "the wheel" if a == machine.wheel else a
-            for a in install
-            if a != "--find-links" and a != machine.requirements
-        )
-        result.checks.append(
-            Check(f"install {shown}".strip(), installed.returncode == 0, host.tail(installed.stderr, 8))
-        )
-        if installed.returncode != 0:
-            break
-    else:
+    result.checks += installed if installed is not None else _install(machine, python, installs)
+    if all(c.ok for c in result.checks):
         outcomes = machine.probe(python, [spec for _, spec in named])
         for (name, _), outcome in zip(named, outcomes, strict=True):
             mapped = outcome.get("libraries")
@@ -396,14 +414,29 @@ def requirements(wheel: Path) -> list[str]:
     return lines
 
 
-def tier1(machine: Machine, python: str, built: BuiltWheel) -> TierResult:
+def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Check] | None = None) -> TierResult:
     """The wheel and its non-CUDA requirements, no CUDA: what links no CUDA library imports, what links one
-    eagerly fails at its own load with the error that says which, optional pieces name their pip fix."""
+    eagerly fails at its own load with the error that says which, optional pieces name their pip fix. With
+    `installed`, the shared install's checks: the venv holds a copy of it already."""
     smoke_spec = built.variant.recipe.smoke
     checks = [_expect(s, "ok") for s in smoke_spec.gpu_free or [f"import {built.variant.recipe.import_name}"]]
     checks += [e.check(cuda_installed=False) for e in binary_expectations(built)]
     checks += [_expect(s, "ImportError", hint="pip install") for s in smoke_spec.needs_optional]
-    return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks)
+    return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks, installed)
+
+
+def shared_install(machine: Machine, built: BuiltWheel, venv: str, copies: list[str]) -> list[Check]:
+    """One install for every venv of a machine that shares installs: the wheel and its other requirements by pip
+    into `venv`, then copied into `copies`. That the layouts' NVIDIA wheels meet the wheel's requirements (what
+    pip's resolver would prove) is judged from their metadata here."""
+    assert machine.runtime is not None
+    checks = [requirements_met(built, machine.runtime), *_install(machine, venv, _alone(machine, built))]
+    if all(c.ok for c in checks):
+        copied = machine.copy_installed(venv, copies)
+        assert copied is not None
+        what = f"the install copied into the other {len(copies)} venvs"
+        checks.append(Check(what, copied.returncode == 0, host.tail(copied.stderr, 8)))
+    return checks
 
 
 def _alone(machine: Machine, built: BuiltWheel) -> list[list[str]]:
@@ -414,10 +447,10 @@ def _alone(machine: Machine, built: BuiltWheel) -> list[list[str]]:
     return installs
 
 
-def tier2(machine: Machine, layout: Layout, built: BuiltWheel, shared: Layout | None = None) -> TierResult:
+def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[Check] | None = None) -> TierResult:
     """The wheel with NVIDIA's wheels (laid out as `layout` says) and its other requirements: every binary loads,
     with its CUDA libraries from that layout, unless it links the driver (which no GPU-free machine has). With
-    `shared`, the layout whose pip install this one copies (done already), where the machine can share one."""
+    `installed`, the shared install's checks: the venv holds a copy of it already."""
     smoke_spec = built.variant.recipe.smoke
     site, pythonpath = layout.site, layout.pythonpath
     checks = [e.check(cuda_installed=True, site=site, pythonpath=pythonpath) for e in binary_expectations(built)]
@@ -427,12 +460,6 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, shared: Layout | 
         (command, {"command": shlex.split(command), "pythonpath": layout.pythonpath})
         for command in smoke_spec.with_cuda
     ]
-    copied = machine.copy_installed(shared.python, layout.python) if shared else None
-    if shared and copied is not None:
-        result = TierResult(2, layout.name)
-        what = f"install: what pip installed in the {shared.name} layout"
-        result.checks.append(Check(what, copied.returncode == 0, host.tail(copied.stderr, 8)))
-        return _run_tier(result, machine, layout.python, [], checks) if copied.returncode == 0 else result
     if layout.name == "target":  # the CUDA wheels are not in the venv: pip must not look for them there
         installs = _alone(machine, built)
     else:
@@ -440,7 +467,7 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, shared: Layout | 
         # its optional CUDA components (not the source's own extras, such as dev or doc).
         found = ["--find-links", machine.requirements] if machine.requirements else []
         installs = [[*found, with_extras(machine.wheel, sorted(extras(built.variant)))]]
-    return _run_tier(TierResult(2, layout.name), machine, layout.python, installs, checks)
+    return _run_tier(TierResult(2, layout.name), machine, layout.python, installs, checks, installed)
 
 
 def tier3(wheel: Path, variant: Variant) -> TierResult:
@@ -515,19 +542,39 @@ def download_requirements(wheel: Path, into: Path) -> Path | None:
     return into
 
 
-def _after(first: Future[TierResult], run: Callable[..., TierResult], *args: object) -> TierResult:
-    """`run(*args)` once the first tier-2 layout has its install (the others copy it), whatever its checks said;
-    when that install failed, this layout fails on it too."""
-    shared = first.result()
-    installs = [c for c in shared.checks if c.name.startswith("install")]
-    if installs and all(c.ok for c in installs):
-        return run(*args)
-    layout = args[1]
-    assert isinstance(layout, Layout)
-    failed = next((c.detail for c in installs if not c.ok), "it installed nothing")
-    result = TierResult(2, layout.name)
-    result.checks.append(Check(f"install (shared with the {shared.layout} layout)", False, failed))
-    return result
+def requirements_met(built: BuiltWheel, runtime: Path) -> Check:
+    """The wheel's NVIDIA requirements (its optional components' extras included) and theirs, each met by the
+    version of that distribution in `runtime` (the layouts' NVIDIA wheels), as pip's resolver would judge them."""
+    installed: dict[str, str] = {}
+    for info in runtime.glob("*.dist-info/METADATA"):
+        found = metadata_of(info)
+        installed[canonicalize_name(found["Name"])] = found["Version"]
+    environment = marker_environment(built.name)
+    wanted = ["", *extras(built.variant)]
+    pending = [Requirement(line) for line in metadata(built.path).get_all("Requires-Dist") or []]
+    seen, unmet, met = set(), [], []
+    while pending:
+        requirement = pending.pop()
+        name = canonicalize_name(requirement.name)
+        if not name.startswith("nvidia-") or (name, str(requirement.specifier)) in seen:
+            continue
+        if requirement.marker and not any(requirement.marker.evaluate({**environment, "extra": e}) for e in wanted):
+            continue
+        seen.add((name, str(requirement.specifier)))
+        version = installed.get(name)
+        if version is None or not requirement.specifier.contains(version, prereleases=True):
+            unmet.append(f"{requirement} (the layouts have {version or 'none'})")
+            continue
+        met.append(f"{name} {version}")
+        own = next(runtime.glob(f"{name.replace('-', '_')}-{version}.dist-info/METADATA"), None)
+        pending += [Requirement(r) for r in (metadata_of(own).get_all("Requires-Dist") or [])] if own else []
+    detail = "unmet: " + "; ".join(unmet) if unmet else ", ".join(sorted(met))
+    return Check("the NVIDIA requirements are met by the layouts' wheels", not unmet, detail)
+
+
+def _once_installed(installing: Future[list[Check]], run: Callable[..., TierResult], *args: object) -> TierResult:
+    """`run(*args)` on a venv that holds a copy of the shared install, once it is there."""
+    return run(*args, installed=installing.result())
 
 
 def smoke(built: BuiltWheel) -> list[TierResult]:
@@ -547,10 +594,16 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         with ThreadPoolExecutor(max_workers=5) as pool:
             metadata_tier = pool.submit(tier3, wheel, built.variant)
             try:
-                bare, (first, *others) = machine.create_venvs()
-                tiers = [pool.submit(tier1, machine, bare, built), pool.submit(tier2, machine, first, built)]
-                # One pip run serves every tier-2 layout: the others copy what it installed once it is done.
-                tiers += [pool.submit(_after, tiers[1], tier2, machine, layout, built, first) for layout in others]
+                bare, layouts = machine.create_venvs()
+                if machine.shares_installs:
+                    # One pip run serves every venv: the first layout's, copied into the others.
+                    first, *others = [layout.python for layout in layouts]
+                    installing = pool.submit(shared_install, machine, built, first, [bare, *others])
+                    tiers = [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
+                    tiers += [pool.submit(_once_installed, installing, tier2, machine, lay, built) for lay in layouts]
+                else:
+                    tiers = [pool.submit(tier1, machine, bare, built)]
+                    tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
                 results = [tier.result() for tier in tiers]
             finally:
                 machine.close()

@@ -93,6 +93,11 @@ def metadata(wheel: Path) -> email.message.Message:
         return email.parser.Parser().parsestr(archive.read(name).decode("utf-8"))
 
 
+def metadata_of(path: Path) -> email.message.Message:
+    """An installed distribution's METADATA file, read."""
+    return email.parser.Parser().parsestr(path.read_text(encoding="utf-8"))
+
+
 def extras(wheel: Path) -> list[str]:
     """The extras a wheel declares (Provides-Extra in its METADATA)."""
     return sorted(metadata(wheel).get_all("Provides-Extra") or [])

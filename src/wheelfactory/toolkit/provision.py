@@ -443,11 +443,9 @@ def nvcc_version(prefix: Path, os_name: OS, arch: str) -> str | None:
     return match[1]
 
 
-def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
-    """The NVIDIA wheels pip would install with `wheel` and all its extras — its requirements and theirs, at the
-    toolkit's versions — unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
-    name = WheelName.of(wheel)
-    environment: dict[str, str] = {
+def marker_environment(name: WheelName) -> dict[str, str]:
+    """The environment markers of the machine a wheel installs on (its OS, machine and Python)."""
+    return {
         **{key: str(value) for key, value in default_environment().items()},
         "sys_platform": "win32" if name.os == "windows" else "linux",
         "platform_system": "Windows" if name.os == "windows" else "Linux",
@@ -455,6 +453,12 @@ def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
         "python_version": name.python,
         "python_full_version": f"{name.python}.0",
     }
+
+
+def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
+    """The NVIDIA wheels pip would install with `wheel` and all its extras — its requirements and theirs, at the
+    toolkit's versions — unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
+    environment = marker_environment(WheelName.of(wheel))
     available = {WheelName.of(w).distribution: w for w in toolkit.wheels}
     wanted_extras = ["", *extras(wheel)]
     pending = [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]

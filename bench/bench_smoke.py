@@ -1,0 +1,61 @@
+"""Measure the GPU-free smoke tiers of one wheel, warm, and print the figures.
+
+Builds cuprobe-cuda12x for cp312 once (untimed: it fills the caches), then runs the smoke tiers on that wheel
+several times — tiers 1, 2 (all three layouts) and 3, exactly as `build-cuda12` runs them — and prints the
+median wall time per wheel (goal: ≤ 5 s on a 2-core host) and each tier's median. Every run must pass.
+
+Usage: python bench/bench_smoke.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 5]
+(needs Docker; about a minute)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import REPO, show
+
+from wheelfactory.pipeline import BuildRequest, build
+from wheelfactory.plan import copy_inputs
+from wheelfactory.smoke import smoke
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--image", default="manylinux-offline:latest")
+    parser.add_argument("--matrix", default="matrix-offline.yaml", help="relative to the project")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-smoke-") as scratch:
+        root = copy_inputs(REPO, Path(scratch) / "project")
+        request = BuildRequest(root, 12, ["3.12"], ["cuprobe"], args.image, "linux", root / args.matrix)
+        (record,) = build(request)
+        if not record.passed:
+            print(f"the wheel did not pass: {record.why_not()}", file=sys.stderr)
+            return 1
+        totals: list[float] = []
+        tiers: dict[str, list[float]] = {}
+        for _ in range(args.runs):
+            started = time.monotonic()
+            results = smoke(record.built)
+            totals.append(time.monotonic() - started)
+            if not all(r.passed for r in results):
+                print(f"a smoke run failed: {[r.label for r in results if not r.passed]}", file=sys.stderr)
+                return 1
+            for result in results:
+                tiers.setdefault(result.label, []).append(result.seconds)
+    figures = [
+        (f"smoke per wheel, cuprobe-cuda12x cp312, median of {args.runs}", f"{statistics.median(totals):.1f} s"),
+        ("  each run", ", ".join(f"{t:.1f}" for t in totals) + " s"),
+    ]
+    figures += [(f"  {label} (median)", f"{statistics.median(seconds):.1f} s") for label, seconds in tiers.items()]
+    show(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
