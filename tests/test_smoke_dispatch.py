@@ -120,3 +120,36 @@ def test_an_existing_wheel_gets_the_toolkit_and_image_of_its_platform(
     built = pipeline.existing(_wheel(tmp_path, platform_tag), _variant(project), None)
     assert provisioned == [(os_name, "AMD64" if os_name == "windows" else "x86_64")]
     assert built.image == image and pulled == ([image] if image else [])
+
+
+def _dist_info(runtime: Path, name: str, version: str, *requires: str) -> None:
+    info = runtime / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    lines = [f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
+    (info / "METADATA").write_text("Metadata-Version: 2.1\n" + "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(("nccl", "met"), [("2.27.7", True), ("2.21.5", False)])
+def test_the_layouts_nvidia_wheels_are_judged_against_requires_dist(nccl: str, met: bool, tmp_path: Path) -> None:
+    """What pip's resolver would prove in the container, judged from the runtime site's metadata: the wheel's
+    NVIDIA requirements, its extras' (nccl), and those NVIDIA's own wheels name (cuBLAS's NVRTC)."""
+    wheel = tmp_path / "pkg_cuda12x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(
+            "pkg_cuda12x-1.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: pkg-cuda12x\nVersion: 1.0\nRequires-Dist: numpy\n"
+            "Requires-Dist: nvidia-cublas-cu12<13,>=12.9\nProvides-Extra: nccl\n"
+            'Requires-Dist: nvidia-nccl-cu12<3,>=2.26; extra == "nccl"\n',
+        )
+    runtime = tmp_path / "runtime"
+    _dist_info(runtime, "nvidia-cublas-cu12", "12.9.1.4", "nvidia-cuda-nvrtc-cu12")
+    _dist_info(runtime, "nvidia-cuda-nvrtc-cu12", "12.9.86")
+    _dist_info(runtime, "nvidia-nccl-cu12", nccl)
+
+    check = smoke.requirements_met(wheel, runtime)
+
+    assert check.ok is met
+    if met:
+        assert check.detail == "nvidia-cublas-cu12 12.9.1.4, nvidia-cuda-nvrtc-cu12 12.9.86, nvidia-nccl-cu12 2.27.7"
+    else:
+        assert check.detail == 'unmet: nvidia-nccl-cu12<3,>=2.26; extra == "nccl" (the layouts have 2.21.5)'

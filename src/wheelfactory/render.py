@@ -90,7 +90,9 @@ def nvidia_dependencies(variant: Variant) -> list[str]:
 _TOOLKIT_META = "cuda-toolkit"
 
 
-def _swapped(variant: Variant, lines: list[str]) -> tuple[list[str], set[int], bool]:
+def _swapped(
+    variant: Variant, lines: list[str], entries: list[tuple[set[str], str | None]]
+) -> tuple[list[str], set[int], bool]:
     """The source's requirement lines with the recipe's swaps applied and NVIDIA's CUDA wheels left out: (what is
     kept, the recipe entries used, whether an NVIDIA wheel was left out).
 
@@ -103,7 +105,6 @@ def _swapped(variant: Variant, lines: list[str]) -> tuple[list[str], set[int], b
         for component in table.components.values()
         for entry in component.majors.values()
     } | {_TOOLKIT_META}
-    entries = _recipe_entries(variant)
     kept: list[str] = []
     used: set[int] = set()
     dropped_nvidia = False
@@ -136,8 +137,9 @@ def dependencies(variant: Variant, source: list[str] | None = None) -> list[str]
     """The variant's Requires-Dist: the source's own requirements (its pyproject's), with the recipe's swapped
     in, then the NVIDIA wheels of this major, then the recipe's other requirements. The source's NVIDIA CUDA
     wheels, of whatever major, give way to the variant's own."""
-    kept, used, _ = _swapped(variant, source or [])
-    others = [line for i, (_, line) in enumerate(_recipe_entries(variant)) if i not in used and line]
+    entries = _recipe_entries(variant)
+    kept, used, _ = _swapped(variant, source or [], entries)
+    others = [line for i, (_, line) in enumerate(entries) if i not in used and line]
     return [*kept, *nvidia_dependencies(variant), *others]
 
 
@@ -147,8 +149,9 @@ def variant_extras(variant: Variant, source: dict[str, list[str]]) -> dict[str, 
     becomes the variant's own NVIDIA requirements, so that `pip install pkg-cuda12x[ctk]` still means "with
     CUDA 12's libraries"; the variant's optional components come last and win a name they share."""
     result: dict[str, list[str]] = {}
+    entries = _recipe_entries(variant)
     for extra, lines in source.items():
-        kept, _, dropped_nvidia = _swapped(variant, lines)
+        kept, _, dropped_nvidia = _swapped(variant, lines, entries)
         if dropped_nvidia and not kept:
             kept = nvidia_dependencies(variant)
         if kept:
@@ -275,7 +278,8 @@ def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path)
     if by_os["windows"]:
         classifiers.append("Operating System :: Microsoft :: Windows")
     classifiers = merged_classifiers(setup_py_classifiers(tree), classifiers)
-    readme = variant_readme(variant, source_readme(tree, root))
+    project = source_project(tree)
+    readme = variant_readme(variant, source_readme(tree, project, root))
     recipe_file = (variant.recipe_dir / "recipe.yaml").resolve()
     try:
         recipe_shown = str(recipe_file.relative_to(root.resolve()))
@@ -298,7 +302,7 @@ def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path)
         "dependencies": dependencies(variant),
         # A source without a [project] table gives its extras through setup(): the variant states them (its static
         # optional-dependencies would make setuptools drop setup()'s).
-        "extras": variant_extras(variant, source_extras(tree) if source_project(tree) is None else {}),
+        "extras": variant_extras(variant, source_extras(tree) if project is None else {}),
         "classifiers": classifiers,
         "identifiers": [cell.identifier for cell in variant.cells],
         "linux": linux,

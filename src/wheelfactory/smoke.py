@@ -49,7 +49,7 @@ from .plan import Variant, cpython_tag
 from .progress import step
 from .render import CLASSIFIER_GPU, extras
 from .repair import installed_path, needed_components, site_packages
-from .toolkit.provision import marker_environment, runtime_site
+from .toolkit.provision import nvidia_requirements, runtime_site
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
@@ -106,15 +106,6 @@ class Machine(Protocol):
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]: ...
 
-    # Whether one pip run can serve every venv (copy_installed): the others then wait for it, and copy.
-    shares_installs: bool
-    runtime: Path | None  # on this host, the NVIDIA wheels the layouts hold (where they are mounted, not installed)
-
-    def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str] | None:
-        """What pip installed into venv `source` (by its Python), copied into the venvs `targets`; None where
-        this machine cannot share an install (each venv then installs for itself)."""
-        ...
-
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]: ...
 
     def close(self) -> None: ...
@@ -130,13 +121,11 @@ class ContainerMachine:
     --system-site-packages venv) and a --target folder — with the distributions' metadata linked beside it.
     """
 
-    shares_installs = True
-
     def __init__(self, image: str, wheel: Path, runtime: Path, python: str, requirements: Path | None) -> None:
         self.engine = host.container_engine()
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
-        self.runtime: Path | None = runtime  # on the host: the NVIDIA wheels the layouts hold
+        self.runtime = runtime  # on the host: the NVIDIA wheels every layout mounts
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
         self.base, self.python = f"{prefix}/bin/python", python
         self.sites = {
@@ -193,6 +182,8 @@ class ContainerMachine:
         return self._exec([*pip, "--no-index", "--no-compile", *args])
 
     def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
+        """What pip installed into venv `source` (by its Python), copied into the venvs `targets`: one install
+        serves every venv here, as NVIDIA's wheels are mounted in each layout, not installed."""
         # Every entry of the source venv's site-packages but NVIDIA's (mounted, or linked from the runtime site):
         # the files pip wrote, its RECORD and metadata included, as a second pip run would write them.
         site = f"lib/python{self.python}/site-packages"
@@ -215,9 +206,6 @@ class HostMachine:
     wheels are installed for real — into the CUDA venv, and with `pip install --target` into a folder put on
     PYTHONPATH; the --system-site-packages layout would install them into the runner's own Python, which a
     developer's machine must not get, so it is left to the Linux tiers."""
-
-    shares_installs = False
-    runtime = None  # NVIDIA's wheels are installed for real here
 
     def __init__(
         self, wheel: Path, cuda_wheels: Path, python: str, requirements: Path | None, cuda_extras: list[str]
@@ -271,9 +259,6 @@ class HostMachine:
             "pip",
             check=False,
         )
-
-    def copy_installed(self, source: str, targets: list[str]) -> None:
-        return None  # NVIDIA's wheels are installed for real in the CUDA venv here: each layout installs its own
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
         return _outcomes(
@@ -425,15 +410,13 @@ def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Chec
     return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks, installed)
 
 
-def shared_install(machine: Machine, built: BuiltWheel, venv: str, copies: list[str]) -> list[Check]:
-    """One install for every venv of a machine that shares installs: the wheel and its other requirements by pip
-    into `venv`, then copied into `copies`. That the layouts' NVIDIA wheels meet the wheel's requirements (what
-    pip's resolver would prove) is judged from their metadata here."""
-    assert machine.runtime is not None
-    checks = [requirements_met(built, machine.runtime), *_install(machine, venv, _alone(machine, built))]
+def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copies: list[str]) -> list[Check]:
+    """One install for every venv of a container: the wheel and its other requirements by pip into `venv`, then
+    copied into `copies`. That the layouts' NVIDIA wheels meet the wheel's requirements (what pip's resolver
+    would prove) is judged from their metadata here."""
+    checks = [requirements_met(built.path, machine.runtime), *_install(machine, venv, _alone(machine, built))]
     if all(c.ok for c in checks):
         copied = machine.copy_installed(venv, copies)
-        assert copied is not None
         what = f"the install copied into the other {len(copies)} venvs"
         checks.append(Check(what, copied.returncode == 0, host.tail(copied.stderr, 8)))
     return checks
@@ -542,32 +525,19 @@ def download_requirements(wheel: Path, into: Path) -> Path | None:
     return into
 
 
-def requirements_met(built: BuiltWheel, runtime: Path) -> Check:
-    """The wheel's NVIDIA requirements (its optional components' extras included) and theirs, each met by the
-    version of that distribution in `runtime` (the layouts' NVIDIA wheels), as pip's resolver would judge them."""
-    installed: dict[str, str] = {}
-    for info in runtime.glob("*.dist-info/METADATA"):
-        found = metadata_of(info)
-        installed[canonicalize_name(found["Name"])] = found["Version"]
-    environment = marker_environment(built.name)
-    wanted = ["", *extras(built.variant)]
-    pending = [Requirement(line) for line in metadata(built.path).get_all("Requires-Dist") or []]
-    seen, unmet, met = set(), [], []
-    while pending:
-        requirement = pending.pop()
-        name = canonicalize_name(requirement.name)
-        if not name.startswith("nvidia-") or (name, str(requirement.specifier)) in seen:
-            continue
-        if requirement.marker and not any(requirement.marker.evaluate({**environment, "extra": e}) for e in wanted):
-            continue
-        seen.add((name, str(requirement.specifier)))
-        version = installed.get(name)
-        if version is None or not requirement.specifier.contains(version, prereleases=True):
-            unmet.append(f"{requirement} (the layouts have {version or 'none'})")
-            continue
-        met.append(f"{name} {version}")
-        own = next(runtime.glob(f"{name.replace('-', '_')}-{version}.dist-info/METADATA"), None)
-        pending += [Requirement(r) for r in (metadata_of(own).get_all("Requires-Dist") or [])] if own else []
+def requirements_met(wheel: Path, runtime: Path) -> Check:
+    """Each NVIDIA requirement of the wheel (with all its extras) and of theirs, met by the version of that
+    distribution in `runtime` (the layouts' NVIDIA wheels), as pip's resolver would judge them."""
+    installed = {canonicalize_name(m["Name"]): m for m in map(metadata_of, runtime.glob("*.dist-info/METADATA"))}
+    unmet, met = [], set()
+    for requirement in nvidia_requirements(
+        wheel, lambda name: installed[name].get_all("Requires-Dist") if name in installed else None
+    ):
+        found = installed.get(canonicalize_name(requirement.name))
+        if found is None or not requirement.specifier.contains(found["Version"], prereleases=True):
+            unmet.append(f"{requirement} (the layouts have {found['Version'] if found else 'none'})")
+        else:
+            met.add(f"{found['Name']} {found['Version']}")
     detail = "unmet: " + "; ".join(unmet) if unmet else ", ".join(sorted(met))
     return Check("the NVIDIA requirements are met by the layouts' wheels", not unmet, detail)
 
@@ -595,7 +565,7 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
             metadata_tier = pool.submit(tier3, wheel, built.variant)
             try:
                 bare, layouts = machine.create_venvs()
-                if machine.shares_installs:
+                if isinstance(machine, ContainerMachine):
                     # One pip run serves every venv: the first layout's, copied into the others.
                     first, *others = [layout.python for layout in layouts]
                     installing = pool.submit(shared_install, machine, built, first, [bare, *others])

@@ -123,11 +123,10 @@ def _readme_file(tree: Path, name: str, content_type: str | None, root: Path) ->
     return Readme(text, content_type or _CONTENT_TYPES.get(PurePosixPath(name).suffix.lower(), "text/plain"))
 
 
-def source_readme(tree: Path, root: Path) -> Readme | None:
-    """The source's own readme, as its metadata gives it: pyproject's [project] readme (a file, or a text with
-    its content type), setuptools' dynamic readme, else the sdist's PKG-INFO (setup()'s long_description, as
-    setuptools wrote it; reStructuredText when it names no content type, as the metadata specification says)."""
-    project = source_project(tree)
+def source_readme(tree: Path, project: dict[str, Any] | None, root: Path) -> Readme | None:
+    """The source's own readme, as its metadata gives it: its pyproject's [project] readme (`project`: a file, or
+    a text with its content type), else the sdist's PKG-INFO (setup()'s long_description, as setuptools wrote
+    it; reStructuredText when it names no content type, as the metadata specification says)."""
     given = project.get("readme") if project else None
     if isinstance(given, str):
         return _readme_file(tree, given, None, root)
@@ -153,20 +152,19 @@ def _extra_lines(requirements: list[str], extra: str) -> list[str]:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if req.marker is None or not _names_extra(str(req.marker), extra):
+        rest = _without_extra(str(req.marker), extra) if req.marker else None
+        if rest is None:
             continue
-        rest = _without_extra(str(req.marker), extra)
         base = str(req).split(";", 1)[0].strip()
         lines.append(f"{base}; {rest}" if rest else base)
     return lines
 
 
-def _names_extra(marker: str, extra: str) -> bool:
-    return f'extra == "{extra}"' in marker
-
-
-def _without_extra(marker: str, extra: str) -> str:
+def _without_extra(marker: str, extra: str) -> str | None:
+    """What remains of a marker that names `extra` once that clause is taken out; None when it names another."""
     clause = f'extra == "{extra}"'
+    if clause not in marker:
+        return None
     for form in (f" and {clause}", f"{clause} and ", clause):
         marker = marker.replace(form, "")
     return marker.strip()

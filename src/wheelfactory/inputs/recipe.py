@@ -11,7 +11,6 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BeforeValidator, Discriminator, Field, Tag
@@ -178,13 +177,13 @@ def check_recipe(
     windows = any(p in platforms() and platforms()[p].os == "windows" for ps in built_platforms.values() for p in ps)
     checks: list[tuple[set[str], Callable[[], list[Problem]]]] = [
         ({"name"}, lambda: _check_name(recipe, src, recipe_dir)),
-        ({"import", "version", "summary", "source", "gpu_checks", "smoke"}, lambda: _check_identity(recipe, src)),
+        ({"import", "version", "summary", "gpu_checks", "smoke"}, lambda: _check_identity(recipe, src)),
         ({"source"}, lambda: _check_source(recipe.source, src, recipe_dir)),
         ({"version", "source"}, lambda: _check_version_pin(recipe, src)),
         ({"dependencies", "build_requires", "build_backend"}, lambda: _check_requirements(recipe, src)),
         ({"cuda"}, lambda: _check_majors(recipe, src, majors)),
-        ({"cuda", "platforms"}, lambda: _check_platforms(recipe, src, majors)),
-        ({"cuda", "platforms"}, lambda: _check_cells(recipe, src, matrix)),
+        ({"platforms"}, lambda: _check_platforms(recipe, src)),
+        ({"cuda", "platforms"}, lambda: _check_cells(recipe, src, matrix, majors)),
         ({"cuda", "cuda_archs"}, lambda: _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})),
         ({"cuda", "platforms", "components", "optional"}, lambda: _check_components(recipe, src, built_platforms)),
         ({"import", "packages"}, lambda: _check_packages(recipe, src)),
@@ -212,14 +211,12 @@ def _check_majors(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> lis
     return problems
 
 
-def _check_cells(recipe: Recipe, src: SourceMap, matrix: Matrix) -> list[Problem]:
+def _check_cells(recipe: Recipe, src: SourceMap, matrix: Matrix, majors: dict[int, Any]) -> list[Problem]:
     """A recipe must build something: of the CUDA major × platform pairs it asks for, one at least that the
     matrix builds for some Python. When none is, every pair is named with the reason it is out."""
-    by_major = {entry.major: entry for entry in matrix.cuda}
-    asked_majors = recipe.cuda if recipe.cuda is not None else list(by_major)
     reasons: list[str] = []
-    for major in asked_majors:
-        entry = by_major.get(major)
+    for major in recipe.cuda if recipe.cuda is not None else list(majors):
+        entry = majors.get(major)
         if entry is None:
             continue  # reported by _check_majors
         asked = recipe.platforms if recipe.platforms is not None else list(entry.platforms)
@@ -238,7 +235,7 @@ def _check_cells(recipe: Recipe, src: SourceMap, matrix: Matrix) -> list[Problem
     return [src.problem(at, f"nothing would be built — {'; '.join(reasons)}; ask for a pair the matrix builds")]
 
 
-def _check_platforms(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> list[Problem]:
+def _check_platforms(recipe: Recipe, src: SourceMap) -> list[Problem]:
     """Known platforms, once each (whether the matrix builds any of them is _check_cells')."""
     if recipe.platforms is None:
         return []
@@ -318,14 +315,12 @@ def _check_identity(recipe: Recipe, src: SourceMap) -> list[Problem]:
 def _check_version_pin(recipe: Recipe, src: SourceMap) -> list[Problem]:
     """An sdist's pin and the recipe's version name one release: the audit would refuse the wheel after the
     build otherwise."""
-    if not isinstance(recipe.source, SdistSource) or _sdist_pin_problems(recipe.source.sdist, src):
-        return []
+    pinned = _pinned_version(recipe.source.sdist) if isinstance(recipe.source, SdistSource) else None
     try:
-        pinned = Version(next(iter(Requirement(recipe.source.sdist).specifier)).version)
-        if pinned == Version(recipe.version):
-            return []
-    except (InvalidRequirement, InvalidVersion, StopIteration):
-        return []  # the pin or the version is reported as such
+        if pinned is None or pinned == Version(recipe.version):
+            return []  # no sdist, or a pin that names no one release (reported as such)
+    except InvalidVersion:
+        return []  # reported as such
     message = f"{recipe.version!r} is not the sdist's version {str(pinned)!r} — give the version the sdist pins"
     return [src.problem(("version",), message)]
 
@@ -351,6 +346,7 @@ def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
             for major, line in per_major
         ]
     nvidia = _nvidia_wheels()
+    build_names: set[str] = set()
     for at, line, published in lines:
         try:
             req = Requirement(line)
@@ -359,6 +355,7 @@ def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
             problems.append(src.problem(at, f'not a valid requirement: {reason} — write e.g. "numpy>=1.24"'))
             continue
         if not published:
+            build_names.add(canonicalize_name(req.name))
             continue  # build requirements stay in the sdist's [build-system]; PyPI never sees them
         if req.url:
             message = (
@@ -379,20 +376,10 @@ def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
             "setuptools.build_meta:__legacy__"
         )
         problems.append(src.problem(("build_backend",), message))
-    elif recipe.build_backend.startswith("setuptools.") and not any(
-        canonicalize_name(Requirement(r).name) == "setuptools" for _, r, p in lines if not p and _parses(r)
-    ):
+    elif recipe.build_backend.startswith("setuptools.") and "setuptools" not in build_names:
         message = f'{recipe.build_backend} is setuptools\'s backend; build_requires lacks it — add "setuptools>=77"'
         problems.append(src.problem(("build_requires",), message))
     return problems
-
-
-def _parses(line: str) -> bool:
-    try:
-        Requirement(line)
-    except InvalidRequirement:
-        return False
-    return True
 
 
 def _check_packages(recipe: Recipe, src: SourceMap) -> list[Problem]:
@@ -638,18 +625,20 @@ def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap, 
     return problems + _hex_pin(source.rev, "rev", 40, src)
 
 
-def _sdist_pin_problems(pin: str, src: SourceMap) -> list[Problem]:
-    """`name==version`, exactly: one release of one project, nothing a resolver would choose among."""
-    at: Loc = ("source", "sdist")
+def _pinned_version(pin: str) -> Version | None:
+    """The one release `name==version` names, exactly: None for anything a resolver would choose among."""
     try:
         req = Requirement(pin)
         specifiers = list(req.specifier)
         exact = len(specifiers) == 1 and specifiers[0].operator == "==" and "*" not in specifiers[0].version
-        if not exact or req.url or req.extras or req.marker:
-            raise InvalidSpecifier
-        Version(specifiers[0].version)
-    except (InvalidRequirement, InvalidSpecifier, InvalidVersion):
-        return [src.problem(at, f'{pin!r} is not pinned to one release — write "name==1.2.3"')]
+        return Version(specifiers[0].version) if exact and not (req.url or req.extras or req.marker) else None
+    except (InvalidRequirement, InvalidVersion):
+        return None
+
+
+def _sdist_pin_problems(pin: str, src: SourceMap) -> list[Problem]:
+    if _pinned_version(pin) is None:
+        return [src.problem(("source", "sdist"), f'{pin!r} is not pinned to one release — write "name==1.2.3"')]
     return []
 
 

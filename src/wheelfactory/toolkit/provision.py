@@ -24,13 +24,14 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
 
 from .. import host
 from ..binaries.pe import def_file
@@ -455,27 +456,41 @@ def marker_environment(name: WheelName) -> dict[str, str]:
     }
 
 
-def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
-    """The NVIDIA wheels pip would install with `wheel` and all its extras — its requirements and theirs, at the
-    toolkit's versions — unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
+def nvidia_requirements(
+    wheel: Path, requires_of: Callable[[NormalizedName], list[str] | None]
+) -> Iterator[Requirement]:
+    """Each NVIDIA requirement pip meets when it installs `wheel` with all its extras on the wheel's machine: the
+    wheel's own, then those of each NVIDIA distribution they name (`requires_of(name)`: its Requires-Dist, asked
+    once a distribution, after a requirement on it was yielded)."""
     environment = marker_environment(WheelName.of(wheel))
-    available = {WheelName.of(w).distribution: w for w in toolkit.wheels}
     wanted_extras = ["", *extras(wheel)]
     pending = [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]
-    chosen: dict[str, Path] = {}
+    followed: set[NormalizedName] = set()
     while pending:
         requirement = pending.pop()
+        name = canonicalize_name(requirement.name)
+        if not name.startswith("nvidia-"):
+            continue  # the wheel's other requirements are not CUDA's
         if requirement.marker and not any(
             requirement.marker.evaluate({**environment, "extra": e}) for e in wanted_extras
         ):
             continue
+        yield requirement
+        if name not in followed:
+            followed.add(name)
+            pending += [Requirement(line) for line in requires_of(name) or []]
+
+
+def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
+    """The NVIDIA wheels pip would install with `wheel` and all its extras — its requirements and theirs, at the
+    toolkit's versions — unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
+    available = {WheelName.of(w).distribution: w for w in toolkit.wheels}
+    chosen: dict[str, Path] = {}
+    for requirement in nvidia_requirements(wheel, lambda name: metadata(available[name]).get_all("Requires-Dist")):
         distribution = canonicalize_name(requirement.name)
-        if distribution in chosen or not distribution.startswith("nvidia-"):
-            continue  # the wheel's other requirements are not CUDA's
         if distribution not in available:
             raise ToolFailure(f"{wheel.name} requires {requirement}, which the CUDA {toolkit.release} toolkit lacks")
         chosen[distribution] = available[distribution]
-        pending += [Requirement(line) for line in metadata(available[distribution]).get_all("Requires-Dist") or []]
     key = hashlib.sha256(json.dumps(sorted(w.name for w in chosen.values())).encode()).hexdigest()[:12]
     site = toolkit.site.parent / "runtime" / key
     with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
