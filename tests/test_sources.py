@@ -111,3 +111,17 @@ def test_an_sdist_that_would_write_outside_its_folder_is_refused(
         monkeypatch.setenv("PIP_INDEX_URL", url + "simple/")
         source_tree(SdistSource(sdist="escape==1.0", sha256=sha256), tmp_path)
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_project_one_index_lacks_is_taken_from_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As pip reads PIP_INDEX_URL then PIP_EXTRA_INDEX_URL: a private index without the project (404) is no error.
+    private, public = tmp_path / "private", tmp_path / "public"
+    (private / "simple").mkdir(parents=True)
+    (public / "simple" / "found").mkdir(parents=True)
+    sha256 = _sdist(public / "simple" / "found" / "found-1.0.tar.gz", {"found-1.0/setup.py": "# found\n"})
+    (public / "simple" / "found" / "index.html").write_text('<a href="found-1.0.tar.gz">found-1.0.tar.gz</a>\n')
+    with served(private) as first, served(public) as second:
+        monkeypatch.setenv("PIP_INDEX_URL", first + "simple/")
+        monkeypatch.setenv("PIP_EXTRA_INDEX_URL", second + "simple/")
+        tree = source_tree(SdistSource(sdist="found==1.0", sha256=sha256), tmp_path)
+    assert (tree / "setup.py").read_text() == "# found\n"

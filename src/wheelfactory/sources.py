@@ -92,6 +92,10 @@ def _project_files(index: str, project: str) -> list[tuple[str, str]]:
         with urllib.request.urlopen(request, timeout=archives.TIMEOUT_S) as response:
             body = response.read()
             kind = response.headers.get_content_type()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return []  # not on this index: the next one may have it, as pip reads them
+        raise ToolFailure(f"cannot read {page}: {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ToolFailure(f"cannot read {page}: {getattr(exc, 'reason', exc)}") from None
     if kind == "application/vnd.pypi.simple.v1+json":
