@@ -34,6 +34,7 @@ from .source_metadata import (
     source_extras,
     source_project,
     source_readme,
+    source_requirements,
 )
 from .sources import package_dir, source_tree
 from .toolkit.buildenv import cibuildwheel_value, linux_environment, windows_environment
@@ -417,11 +418,20 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     source_deps = [str(d) for d in project.get("dependencies", [])]
     _check_requirements(pyproject, [(line, line) for line in source_deps])
     if "dependencies" in dynamic:
-        source_deps += _computed_requirements(tree, computed.get("dependencies"), "dependencies", variant, pyproject)
+        stated = source_requirements(tree)
+        source_deps += _computed_requirements(
+            tree, computed.get("dependencies"), "dependencies", variant, pyproject, stated
+        )
     extras_now: dict[str, list[str]] = {}
     if "optional-dependencies" in dynamic:
-        for extra, directive in computed.get("optional-dependencies", {}).items():
-            extras_now[str(extra)] = _computed_requirements(tree, directive, f"extra {extra}", variant, pyproject)
+        # setup() computes them where no directive names them (CuPy): the sdist's PKG-INFO says what it gave.
+        stated_extras = source_extras(tree)
+        directives = computed.get("optional-dependencies") or dict.fromkeys(stated_extras)
+        for extra, directive in directives.items():
+            stated = stated_extras.get(str(extra))
+            extras_now[str(extra)] = _computed_requirements(
+                tree, directive, f"extra {extra}", variant, pyproject, stated
+            )
     extras_now.update({str(k): [str(r) for r in v] for k, v in project.get("optional-dependencies", {}).items()})
     extras_now = variant_extras(variant, extras_now)
     source_classifiers = [str(c) for c in project.get("classifiers", [])]
@@ -449,12 +459,17 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
             del project["dynamic"]
 
 
-def _computed_requirements(tree: Path, directive: Any, what: str, variant: Variant, pyproject: SourceText) -> list[str]:
-    """The requirement lines of a setuptools `{file = ...}` directive (blank lines, comments and pip options
-    left out). Only files of the source tree are read: a directive that leads out of it (`../../etc/hostname`,
-    or a link) would put the build host's files into published metadata."""
+def _computed_requirements(
+    tree: Path, directive: Any, what: str, variant: Variant, pyproject: SourceText, stated: list[str] | None
+) -> list[str]:
+    """The requirement lines of a dynamic field: a setuptools `{file = ...}` directive's (blank lines, comments
+    and pip options left out), else what the sdist's PKG-INFO states setup() gave (`stated`). Only files of the
+    source tree are read: a directive that leads out of it (`../../etc/hostname`, or a link) would put the build
+    host's files into published metadata."""
     files_given = directive.get("file") if isinstance(directive, dict) else None
     if files_given is None:
+        if stated is not None:
+            return stated
         if variant.recipe.dependencies:
             return []  # the recipe names them
         raise UserError(

@@ -170,6 +170,13 @@ def _without_extra(marker: str, extra: str) -> str | None:
     return marker.strip()
 
 
+def source_requirements(tree: Path) -> list[str] | None:
+    """The requirements the sdist's PKG-INFO states (its extras' left out); None where it states none (no
+    PKG-INFO, or one without Requires-Dist)."""
+    stated = [str(r) for r in _pkg_info(tree).get("requires_dist", [])]
+    return [line for line in stated if "extra ==" not in line] if stated else None
+
+
 def source_extras(tree: Path) -> dict[str, list[str]]:
     """The extras a setup.py-only source declares (setup()'s extras_require): from the sdist's PKG-INFO, where
     setuptools wrote them out, else from setup() when it gives them as a literal mapping."""
