@@ -368,3 +368,35 @@ def test_environment_values_reach_the_build_exactly_through_cibuildwheels_parser
             assert seen[name] == value, name
     assert seen["BUILDS_ON"] == f"{seen['NVCC_GENCODE']} -Xptxas -O3 /host/cache/prefix/include"
     assert "-gencode" in seen["NVCC_GENCODE"]
+
+
+CUPY_RECIPE = """name: cupy
+version: "14.2.0"
+import: cupy
+packages: [cupy, cupyx, cupy_backends]
+source: {sdist: "cupy==14.2.0", sha256: cfed725e612178cfbdbf62f4a3a598b60edecbbca718c0d4580c21a16ae4a62c}
+platforms: [linux-x86_64]
+components: [cudart, nvrtc, cublas, cufft, curand, cusolver, cusparse]
+modules:
+  "*": [cudart, nvrtc, cublas, cufft, curand, cusolver, cusparse, driver]
+"""
+
+
+@pytest.mark.slow
+def test_cupy_keeps_its_readme_dependencies_and_extras_that_setup_py_computes(project: Path) -> None:
+    """CuPy's own sdist, unmodified: its [project] leaves readme, dependencies and extras to setup.py, and the
+    variant takes them from the sdist's PKG-INFO."""
+    (project / "recipes" / "cupy").mkdir()
+    (project / "recipes" / "cupy" / "recipe.yaml").write_text(CUPY_RECIPE)
+    assert main(["--root", str(project), "render"]) == 0
+    variant = _pyproject(project / "build" / "variants", "cupy-cuda13x")["project"]
+    assert variant["dependencies"][:2] == ["numpy<2.6,>=2.0", "cuda-pathfinder==1.*,>=1.3.4"]
+    assert variant["optional-dependencies"] == {
+        "all": ["scipy<1.18,>=1.14", "Cython!=3.2.6,>=3", "optuna>=2.0"],
+        "test": ["packaging", "pytest>=7.2", "hypothesis<6.55.0,>=6.37.2", "mpmath"],
+    }
+    assert variant["dynamic"] == ["version"]
+    readme = variant["readme"]
+    assert readme["content-type"] == "text/x-rst" and _readme_warnings(readme) is None
+    assert readme["text"].startswith("This is the CUDA 13.x build of ``cupy`` (built against CUDA 13.0)")
+    assert "NumPy & SciPy for GPU" in readme["text"]
