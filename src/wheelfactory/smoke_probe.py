@@ -10,20 +10,18 @@ Each check runs in its own fresh interpreter (`python -W error -I`), so one impo
      "pythonpath": PYTHONPATH for the check (then `-s` instead of `-I`), or null}
     {"command": ["python", "-m", "pkg"], "pythonpath": ...}    a program that must exit 0 without a traceback
 An outcome: {"ok": bool, "detail": "...", "libraries": [mapped CUDA libraries]}.
+
+A check's interpreter is started some fifty times per wheel: it imports nothing that Python does not load at
+start-up (marshal, os, sys, builtins). It gets its check on standard input and writes what it saw — the outcome
+and the files it mapped — to a file, in marshal's format; this process judges the mapped files.
 """
 
 from __future__ import annotations
 
 import builtins
-import fnmatch
-import json
+import marshal
 import os
 import sys
-import traceback
-from typing import Any
-
-# subprocess and concurrent.futures are imported where used: each check's own interpreter needs neither, and it
-# is started some fifty times per wheel.
 
 
 def _mapped_paths() -> list[str]:
@@ -34,80 +32,99 @@ def _mapped_paths() -> list[str]:
         return []
 
 
-def _cuda_mapped(spec: dict[str, Any]) -> list[str]:
-    """The CUDA libraries this process mapped, by file name wherever they came from (a system CUDA, another
-    major's)."""
-    names = spec.get("cuda_libraries") or []
-    return [p for p in _mapped_paths() if any(fnmatch.fnmatchcase(p.rsplit("/", 1)[-1], n) for n in names)]
-
-
-def _one(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one statement in this process and judge it."""
-    expected = None if spec["expect"] == "ok" else getattr(builtins, spec["expect"])
+def _one(spec: dict[str, object]) -> dict[str, object]:
+    """Run one statement in this process: what it raised (and whether that was the exception expected, with
+    its hint), or the files it mapped."""
+    expect = str(spec["expect"])
     try:
-        exec(compile(spec["statement"], "<smoke>", "exec"), {"__name__": "__smoke__"})
+        exec(compile(str(spec["statement"]), "<smoke>", "exec"), {"__name__": "__smoke__"})
     except BaseException as exc:  # what was not expected is a failure, with what it said
+        import traceback  # only here: most checks raise nothing
+
+        wanted = expect != "ok" and isinstance(exc, getattr(builtins, expect))
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        if expected is not None and isinstance(exc, expected):
-            hint = spec.get("hint")
-            return {"ok": hint is None or hint in str(exc), "detail": message}
-        return {"ok": False, "detail": message}
-    if expected is not None:
-        mapped = _cuda_mapped(spec)
-        found = f" — CUDA libraries were found: {mapped}" if mapped else ""
-        return {"ok": False, "detail": f"ran, but {spec['expect']} was expected{found}", "libraries": mapped}
-    result: dict[str, Any] = {"ok": True, "detail": "imported"}
-    if spec.get("site"):
-        # By file name, wherever it was mapped from: a system CUDA (or another major's) is caught too.
-        cuda = _cuda_mapped(spec)
-        driver = [p for p in cuda if p.rsplit("/", 1)[-1].startswith("libcuda.so")]
-        site = os.path.realpath(spec["site"]) + "/"  # the maps name real paths; a site may sit behind a link
-        outside = [p for p in cuda if not p.startswith(site)]
-        result["libraries"] = cuda
-        if driver:
-            result.update(ok=False, detail=f"the driver was loaded at import: {driver}")
-        elif outside:
-            result.update(ok=False, detail=f"CUDA libraries loaded from outside {spec['site']}: {outside}")
-    return result
+        return {"raised": message, "as_expected": wanted and str(spec.get("hint") or "") in str(exc)}
+    return {"raised": None, "mapped": _mapped_paths()}
 
 
-def _isolated(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one check in a fresh interpreter and read its outcome."""
+def _judged(spec: dict[str, object], seen: dict[str, object]) -> dict[str, object]:
+    """The outcome of a check from what its interpreter saw: CUDA libraries by file name, wherever they were
+    mapped from (a system CUDA, or another major's, is caught too)."""
+    if seen["raised"] is not None:
+        return {"ok": bool(seen["as_expected"]), "detail": seen["raised"]}
+    import fnmatch
+
+    patterns = [str(p) for p in spec.get("cuda_libraries") or []]  # type: ignore[attr-defined]
+    paths = [str(p) for p in seen["mapped"]]  # type: ignore[attr-defined]
+    cuda = [p for p in paths if any(fnmatch.fnmatchcase(p.rsplit("/", 1)[-1], n) for n in patterns)]
+    if spec["expect"] != "ok":
+        found = f" — CUDA libraries were found: {cuda}" if cuda else ""
+        return {"ok": False, "detail": f"ran, but {spec['expect']} was expected{found}", "libraries": cuda}
+    if not spec.get("site"):
+        return {"ok": True, "detail": "imported"}
+    driver = [p for p in cuda if p.rsplit("/", 1)[-1].startswith("libcuda.so")]
+    site = os.path.realpath(str(spec["site"])) + "/"  # the maps name real paths; a site may sit behind a link
+    outside = [p for p in cuda if not p.startswith(site)]
+    if driver:
+        return {"ok": False, "detail": f"the driver was loaded at import: {driver}", "libraries": cuda}
+    if outside:
+        return {
+            "ok": False,
+            "detail": f"CUDA libraries loaded from outside {spec['site']}: {outside}",
+            "libraries": cuda,
+        }
+    return {"ok": True, "detail": "imported", "libraries": cuda}
+
+
+def _isolated(spec: dict[str, object], outcome_file: str) -> dict[str, object]:
+    """Run one check in a fresh interpreter (which writes what it saw to `outcome_file`) and judge it."""
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONPATH")}
     if spec.get("pythonpath"):
-        env["PYTHONPATH"] = spec["pythonpath"]
+        env["PYTHONPATH"] = str(spec["pythonpath"])
     if "command" in spec:
-        argv = [sys.executable if spec["command"][0] == "python" else spec["command"][0], *spec["command"][1:]]
-        run = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-        output = (run.stdout + run.stderr).strip()
-        ok = run.returncode == 0 and "Traceback" not in output
-        return {"ok": ok, "detail": f"exit {run.returncode}: {output[-2000:]}"}
+        command = [str(a) for a in spec["command"]]  # type: ignore[attr-defined]
+        argv = [sys.executable if command[0] == "python" else command[0], *command[1:]]
+        program = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+        output = (program.stdout + program.stderr).strip()
+        ok = program.returncode == 0 and "Traceback" not in output
+        return {"ok": ok, "detail": f"exit {program.returncode}: {output[-2000:]}"}
     isolation = "-s" if spec.get("pythonpath") else "-I"  # -I would ignore PYTHONPATH
     run = subprocess.run(
-        [sys.executable, "-W", "error", isolation, __file__, "--one", json.dumps(spec)],
+        [sys.executable, "-W", "error", isolation, __file__, "--one", outcome_file],
+        input=marshal.dumps(spec),
         capture_output=True,
-        text=True,
         timeout=300,
         env=env,
     )
-    lines = run.stdout.strip().splitlines()
-    if run.returncode != 0 or not lines:
-        return {"ok": False, "detail": f"the check crashed (exit {run.returncode}): {run.stderr.strip()[-500:]}"}
-    outcome: dict[str, Any] = json.loads(lines[-1])
-    return outcome
+    try:
+        with open(outcome_file, "rb") as written:
+            seen = marshal.load(written)
+    except (OSError, EOFError, ValueError, TypeError):
+        stderr = run.stderr.decode(errors="replace").strip()
+        return {"ok": False, "detail": f"the check crashed (exit {run.returncode}): {stderr[-500:]}"}
+    return _judged(spec, seen)
 
 
 def main() -> None:
     if sys.argv[1] == "--one":
-        print(json.dumps(_one(json.loads(sys.argv[2]))))
+        outcome = _one(marshal.loads(sys.stdin.buffer.read()))
+        with open(sys.argv[2], "wb") as written:
+            marshal.dump(outcome, written)
         return
+    import json
+    import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
+    checks = json.loads(sys.argv[1])
     # Each check is its own process: several at a time, the outcomes in the checks' order.
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
-        print(json.dumps(list(pool.map(_isolated, json.loads(sys.argv[1])))))
+    with (
+        tempfile.TemporaryDirectory(prefix="smoke-probe-") as scratch,
+        ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool,
+    ):
+        files = [os.path.join(scratch, str(i)) for i in range(len(checks))]
+        print(json.dumps(list(pool.map(_isolated, checks, files))))
 
 
 main()
