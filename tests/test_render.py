@@ -20,7 +20,7 @@ from trove_classifiers import classifiers as known_classifiers
 
 from wheelfactory.cli import main
 from wheelfactory.plan import make_plan
-from wheelfactory.render import dependencies, environment, setup_py_fields, template_context
+from wheelfactory.render import dependencies, environment, extras, setup_py_fields, template_context
 from wheelfactory.sources import source_tree
 
 from .conftest import REPO, SOURCES, add_multipkg
@@ -267,6 +267,27 @@ def test_recipe_dependencies_swap_the_sources_per_major(project: Path) -> None:
         "nvidia-cuda-runtime-cu11>=11.8,<12",
         "scipy",
     ]
+
+
+@pytest.mark.parametrize("major", [12, 13])
+def test_what_nvidias_libraries_load_gets_a_floor_too(project: Path, major: int) -> None:
+    """cuSPARSE and cuFFT load nvJitLink (linked, or opened by name), cuSOLVER cuBLAS and cuSPARSE as well: each
+    gets a floor in Requires-Dist, and an optional component's extra brings its own companions."""
+    add_multipkg(project)
+    recipe = project / "recipes/multipkg/recipe.yaml"
+    text = recipe.read_text().replace("components: [cudart]", "components: [cudart, cusparse, cufft]")
+    recipe.write_text(text + "optional: [cusolver]\n")
+    (variant,) = [v for v in make_plan(project).variants if v.recipe.name == "multipkg" and v.major == major]
+    suffix = "-cu12" if major == 12 else ""
+    floors = {canonicalize_name(r.name): r for r in map(Requirement, dependencies(variant))}
+    jitlink = floors[canonicalize_name(f"nvidia-nvjitlink{suffix}")]
+    assert jitlink.specifier == SpecifierSet(f">={variant.cuda.toolkit},<{major + 1}")
+    if major == 13:  # cuFFT 13 opens NVRTC by name as well
+        assert canonicalize_name("nvidia-cuda-nvrtc") in floors
+    (solver,) = extras(variant).values()
+    assert sorted(Requirement(line).name for line in solver) == sorted(
+        [f"nvidia-cublas{suffix}", f"nvidia-cusolver{suffix}"]
+    ), "the extra repeats nothing the variant requires already (cuSPARSE, nvJitLink)"
 
 
 def test_setup_py_fields_follow_the_setup_call(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Literal
 import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 OS = Literal["linux", "windows"]
 
@@ -37,6 +37,9 @@ class ComponentMajor(_Frozen):
     versions: dict[str, str]
     linux: Layout | None = None
     windows: Layout | None = None
+    # The components whose libraries this one's load at run time, by DT_NEEDED / imports or by name (dlopen):
+    # on any release of the major. Provisioning checks it against NVIDIA's binaries (toolkit.runtime_needs).
+    needs: tuple[str, ...] = ()
 
     def layout(self, os: OS) -> Layout | None:
         return self.linux if os == "linux" else self.windows
@@ -90,6 +93,28 @@ class ComponentTable(_Frozen):
             seen.append(name)
             pending.extend(self.components[name].build_needs)
         return seen
+
+    def runtime_closure(self, names: list[str], major: int) -> list[str]:
+        """`names` plus every component their libraries load at run time, in a stable order."""
+        seen: list[str] = []
+        pending = list(names)
+        while pending:
+            name = pending.pop(0)
+            entry = self.get(name, major)
+            if name in seen or entry is None:
+                continue
+            seen.append(name)
+            pending.extend(entry.needs)
+        return seen
+
+    @model_validator(mode="after")
+    def _needs_exist(self) -> ComponentTable:
+        for name, component in self.components.items():
+            for major, entry in component.majors.items():
+                unknown = [n for n in entry.needs if self.get(n, major) is None]
+                if unknown:
+                    raise ValueError(f"{name} needs {unknown}, which CUDA {major} does not have")
+        return self
 
     def owner_of(self, library: str, major: int, os: OS, among: list[str]) -> str | None:
         """Which of the components `among` provides `library` (a soname or DLL name) under `major`."""

@@ -109,6 +109,11 @@ class Variant:
         names = self.recipe.optional if optional else self.recipe.components
         return [n for n in names if table.components[n].role == "runtime" and table.get(n, self.major)]
 
+    def runtime_closure(self, names: list[str]) -> list[str]:
+        """`names` and every component their libraries load at run time (the table's `needs`): what a machine
+        must have installed for them to load."""
+        return component_table().runtime_closure(names, self.major)
+
     def platforms(self) -> list[str]:
         return sorted({cell.platform for cell in self.cells})
 

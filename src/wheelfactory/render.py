@@ -78,9 +78,13 @@ def requirement(name: str, major: int, toolkit: str) -> str:
     return line
 
 
-def nvidia_dependencies(variant: Variant) -> list[str]:
+def nvidia_dependencies(variant: Variant, names: list[str] | None = None) -> list[str]:
+    """The Requires-Dist lines of the recipe's components (or of `names`) and of every component their libraries
+    load at run time — nvJitLink under cuSPARSE, say — each with its floor: NVIDIA's wheels name their companions
+    unversioned, and pip keeps an older one that is already installed."""
+    chosen = variant.components(optional=False) if names is None else names
     lines: dict[str, str] = {}
-    for name in variant.components(optional=False):
+    for name in variant.runtime_closure(chosen):
         line = requirement(name, variant.major, variant.cuda.toolkit)
         lines.setdefault(line.split(">=")[0], line)  # cublas and cublasLt share one distribution
     return sorted(lines.values())
@@ -161,15 +165,18 @@ def variant_extras(variant: Variant, source: dict[str, list[str]]) -> dict[str, 
 
 
 def extras(variant: Variant) -> dict[str, list[str]]:
+    """An extra per optional component: its wheel, and those of what it loads that the variant does not
+    require already."""
     result = {}
+    required = set(nvidia_dependencies(variant))
     for name in variant.components(optional=True):
         # An optional component without a wheel on some platform gets a marker, so pip skips it there.
         entry = component_table().get(name, variant.major)
         assert entry is not None
-        line = requirement(name, variant.major, variant.cuda.toolkit)
-        if entry.windows is None and "windows-amd64" in variant.platforms():
-            line += ' ; sys_platform != "win32"'
-        result[name.lower()] = [line]
+        no_windows_wheel = entry.windows is None and "windows-amd64" in variant.platforms()
+        marker = ' ; sys_platform != "win32"' if no_windows_wheel else ""
+        lines = [line + marker for line in nvidia_dependencies(variant, [name]) if line not in required]
+        result[name.lower()] = lines
     return result
 
 
@@ -194,10 +201,9 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
     """The variant's long description: the source's own readme with a short note first, in the readme's own
     markup (Markdown, reStructuredText or plain text), saying which CUDA build this is and what it needs; a
     generated Markdown page for a source without one."""
-    table = component_table()
     markup = source.content_type if source else "text/markdown"
     code = {"text/markdown": "`{}`", "text/x-rst": "``{}``"}.get(markup, "{}")
-    wheels = sorted({table.get(n, variant.major).distribution for n in variant.components(optional=False)})  # type: ignore[union-attr]
+    wheels = sorted({Requirement(line).name for line in nvidia_dependencies(variant)})
     where = (
         f"it loads them from NVIDIA's pip wheels ({', '.join(code.format(w) for w in wheels)}), which pip installs "
         "with it"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from elftools.elf.sections import SymbolTableSection
 ELF_MAGIC = b"\x7fELF"
 # Where nvcc puts a module's device code (SASS and PTX): a binary without it carries no kernel of its own.
 DEVICE_CODE_SECTION = ".nv_fatbin"
+# The sections where a library keeps the names it opens with dlopen (string constants), and its DT_NEEDED.
+NAME_SECTIONS = (".rodata", ".lrodata", ".dynstr")  # .lrodata: large read-only data (x86-64 medium model)
+# A shared library's file name, whole: libnvJitLink.so.12, libnvrtc-builtins.so.13.0.
+_LIBRARY_NAME = re.compile(rb"(?<![\w.+-])lib[\w.+-]*?\.so(?:\.\d+)*(?![\w.+-])")
 
 
 @dataclass(frozen=True)
@@ -63,3 +68,16 @@ def read_elf(path: Path) -> ElfInfo:
                 for verneed, auxiliaries in section.iter_versions():
                     version_needs[str(verneed.name)] = frozenset(str(aux.name) for aux in auxiliaries)
     return ElfInfo(tuple(needed), tuple(rpath), tuple(runpath), version_needs, device_code, tuple(python_inits))
+
+
+def named_libraries(path: Path) -> frozenset[str]:
+    """The shared-library file names an ELF file carries as strings: those it links, and those it opens by name
+    at run time (dlopen), which no dynamic section lists."""
+    found: set[str] = set()
+    with path.open("rb") as f:
+        elf = ELFFile(f)
+        for name in NAME_SECTIONS:
+            section = elf.get_section_by_name(name)
+            if section is not None and section["sh_type"] != "SHT_NOBITS":
+                found.update(m.decode() for m in _LIBRARY_NAME.findall(section.data()))
+    return frozenset(found)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +10,10 @@ import pefile
 
 # nvcc's device-code section, as a PE image's 8-character section names cut it (.nv_fatbin).
 DEVICE_CODE_SECTION = ".nv_fatb"
+# Where a DLL keeps the names it opens with LoadLibrary (string constants, narrow or wide).
+NAME_SECTIONS = (".rdata",)
+_DLL_NAME = re.compile(rb"(?<![\w.+-])[\w.+-]+\.dll(?![\w.+-])", re.IGNORECASE)
+_WIDE_DLL_NAME = re.compile(rb"(?:[\w.+-]\x00)+\.\x00[dD]\x00[lL]\x00[lL]\x00")
 
 
 @dataclass(frozen=True)
@@ -60,3 +65,19 @@ def def_file(dll: Path) -> str:
     lines = [f"LIBRARY {dll.name}", "EXPORTS"]
     lines += [f"    {name}" for name in exports(dll)]
     return "\n".join(lines) + "\n"
+
+
+def named_dlls(path: Path) -> frozenset[str]:
+    """The DLL names a PE file carries as strings (narrow or UTF-16): those it imports, and those it opens by
+    name at run time (LoadLibrary), which no import table lists."""
+    pe = pefile.PE(str(path), fast_load=True)
+    try:
+        found: set[str] = set()
+        for section in pe.sections:
+            if section.Name.rstrip(b"\0").decode(errors="replace") in NAME_SECTIONS:
+                data = section.get_data()
+                found.update(m.decode() for m in _DLL_NAME.findall(data))
+                found.update(m.decode("utf-16-le") for m in _WIDE_DLL_NAME.findall(data))
+        return frozenset(found)
+    finally:
+        pe.close()

@@ -25,7 +25,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from ..errors import ToolFailure, UserError
 from ..plan import Variant
 from ..progress import console, step
 from . import archives, debian, msvc, redist
+from .runtime_needs import Need, check_needs, read_needs
 
 
 @dataclass(frozen=True)
@@ -501,6 +502,16 @@ def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
     return site
 
 
+def _needs(toolkit_dir: Path, wheels: list[Path], major: int, os_name: OS) -> list[Need]:
+    """What the toolkit's NVIDIA libraries load at run time, read from them once (cuBLASLt's strings take a
+    second) and kept beside the toolkit."""
+    record = toolkit_dir / "runtime_needs.json"
+    if not record.is_file():
+        found = read_needs(toolkit_dir / "site", wheels, major, os_name)
+        host.write_atomically(record, json.dumps([asdict(need) for need in found], indent=1))
+    return [Need(**need) for need in json.loads(record.read_text())]
+
+
 def compiler_cache(os_name: OS, arch: str) -> Path | None:
     """The compiler cache's executable for builds on this platform (Linux), fetched once into the cache."""
     if os_name != "linux":
@@ -575,6 +586,7 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
                 json.dumps({"nvcc_version": found or "(not run on this host)", "driver_stub": stub}, indent=1)
             )
     facts = json.loads(record.read_text())
+    check_needs(_needs(toolkit_dir, wheels, variant.major, os_name), variant.major, os_name)
     console.print(f"CUDA {release}: nvcc {facts['nvcc_version']} ({origin.detail})")
     return Toolkit(
         variant.major,
