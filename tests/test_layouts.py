@@ -15,9 +15,8 @@ import pytest
 from wheelfactory.binaries.wheelfile import pack, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
-from wheelfactory.render import extras
 from wheelfactory.smoke import HostMachine, TierResult, smoke, tier1, tier2
-from wheelfactory.toolkit.provision import provision
+from wheelfactory.toolkit.provision import nvidia_wheels, provision
 
 from .conftest import Built
 
@@ -28,9 +27,10 @@ CUDART = {11: "libcudart.so.11.0", 12: "libcudart.so.12", 13: "libcudart.so.13"}
 NVRTC = {11: "libnvrtc.so.11.2", 12: "libnvrtc.so.12", 13: "libnvrtc.so.13"}
 # Where each layout's nvidia/ is, as /proc/self/maps names it (the base interpreter may sit behind a link).
 SITES = {
-    "venv": "/smoke/cuda/lib/python3.12/site-packages/nvidia/",
-    "system-site-packages": "/lib/python3.12/site-packages/nvidia/",
-    "target": "/smoke/target/nvidia/",
+    ("venv", "floors"): "/smoke/cuda/lib/python3.12/site-packages/nvidia/",
+    ("system-site-packages", "floors"): "/lib/python3.12/site-packages/nvidia/",
+    ("target", "floors"): "/smoke/target/nvidia/",
+    ("venv", "newest"): "/smoke/newest/lib/python3.12/site-packages/nvidia/",
 }
 
 
@@ -55,8 +55,9 @@ def decoy_image(
     return DECOY_IMAGE
 
 
-def _layouts(tiers: list[TierResult]) -> dict[str, TierResult]:
-    return {t.layout: t for t in tiers if t.tier == 2 and t.layout}
+def _layouts(tiers: list[TierResult]) -> dict[tuple[str, str], TierResult]:
+    """Tier 2's results by (layout, versions of NVIDIA's wheels)."""
+    return {(t.layout, t.versions): t for t in tiers if t.tier == 2 and t.layout and t.versions}
 
 
 @pytest.mark.parametrize("major", [11, 12, 13])
@@ -80,15 +81,15 @@ def test_the_runtime_comes_from_the_pip_wheels_in_every_layout(
         # elsewhere (outside the venv layout the variant module loaded every declared component at import).
         assert CUDART[major] in [Path(lib).name for lib in runtime.libraries], (name, runtime.libraries)
         assert all(SITES[name] in lib for lib in runtime.libraries), (name, runtime.libraries)
-        assert name == "venv" or not [lib for lib in runtime.libraries if "/smoke/cuda/" in lib]
+        assert name == ("venv", "floors") or not [lib for lib in runtime.libraries if "/smoke/cuda/" in lib]
         assert not [lib for lib in runtime.libraries if lib.startswith(SYSTEM_CUDA)]
     # The diagnostic says where each library comes from and why.
-    target = next(c for c in layouts["target"].checks if c.name == "python -m cuprobe._cuda_variant")
+    target = next(c for c in layouts["target", "floors"].checks if c.name == "python -m cuprobe._cuda_variant")
     assert (
         "/smoke/target/nvidia/" in target.detail
         and "on sys.path, where the extensions' RPATH does not reach" in target.detail
     )
-    venv = next(c for c in layouts["venv"].checks if c.name == "python -m cuprobe._cuda_variant")
+    venv = next(c for c in layouts["venv", "floors"].checks if c.name == "python -m cuprobe._cuda_variant")
     assert "beside the package, where the extensions' RPATH reaches it" in venv.detail
     assert "Warning" not in target.detail + venv.detail  # runpy's, for a module the package imported first
 
@@ -102,7 +103,7 @@ def test_a_system_cuda_does_not_hide_a_broken_wheel(built12: Built, decoy_image:
     (tmp_path / "out").mkdir()
     wheel = pack(tree, tmp_path / "out")
 
-    venv = _layouts(smoke(existing(wheel, built12.variant, decoy_image)))["venv"]
+    venv = _layouts(smoke(existing(wheel, built12.variant, decoy_image)))["venv", "floors"]
 
     assert not venv.passed
     failed = next(c for c in venv.checks if c.name.startswith("import cuprobe._runtime"))
@@ -120,14 +121,20 @@ def test_the_windows_smoke_machine_lays_out_real_installs(
     (python,) = [p for p in host_pythons() if p.version == "3.12"]
     monkeypatch.setenv("PATH", f"{python.prefix / 'bin'}{os.pathsep}{os.environ['PATH']}")  # as setup-python does
     built = existing(built12.wheel, built12.variant, build_image)
-    machine = HostMachine(built.path, built.toolkit.wheel_dir, "3.12", None, sorted(extras(built.variant)))
+    nvidia = {versions: nvidia_wheels(built.path, versions) for versions in ("floors", "newest")}
+    machine = HostMachine(built.path, nvidia, "3.12", None)
     try:
         bare, layouts = machine.create_venvs()
         tiers = [tier1(machine, bare, built), *(tier2(machine, layout, built) for layout in layouts)]
     finally:
         machine.close()
     assert all(t.passed for t in tiers), [(t.label, c.name, c.detail) for t in tiers for c in t.checks if not c.ok]
-    assert [t.layout for t in tiers] == [None, "venv", "target"]
+    assert [(t.layout, t.versions) for t in tiers] == [
+        (None, None),
+        ("venv", "floors"),
+        ("target", "floors"),
+        ("venv", "newest"),
+    ]
     for tier, layout in zip(tiers[1:], layouts, strict=True):
         runtime = next(c for c in tier.checks if c.name.startswith("import cuprobe._runtime"))
         assert CUDART[12] in [Path(lib).name for lib in runtime.libraries]

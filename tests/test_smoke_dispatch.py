@@ -59,7 +59,9 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> None:
     Recorder.made = []
     monkeypatch.setattr(smoke, "ContainerMachine", Recorder)
     monkeypatch.setattr(smoke, "HostMachine", Recorder)
-    monkeypatch.setattr(smoke, "runtime_site", lambda toolkit, wheel: Path("/runtime-site"))
+    # NVIDIA's wheels at each set of versions, and their runtime site, stand in by name.
+    monkeypatch.setattr(smoke, "nvidia_wheels", lambda wheel, versions: (Path(f"/{versions}.whl"),))
+    monkeypatch.setattr(smoke, "runtime_site", lambda toolkit, wheels: Path("/runtime", wheels[0].stem))
 
 
 def _built(variant: Variant, wheel: Path, image: str | None) -> BuiltWheel:
@@ -77,8 +79,9 @@ def test_a_windows_wheel_is_smoked_on_the_windows_host(
     with pytest.raises(RuntimeError, match="recorded"):
         smoke.smoke(_built(_variant(project), wheel, None))
     (made,) = Recorder.made
-    # The host itself, with the Windows toolkit's NVIDIA wheels and the variant's CUDA extras.
-    assert made == (wheel.resolve(), Path("/toolkits/windows/wheels"), "3.12", None, ["nccl"])
+    # The host itself, with NVIDIA's wheels at the floors and the newest, installed for real.
+    nvidia = {"floors": (Path("/floors.whl"),), "newest": (Path("/newest.whl"),)}
+    assert made == (wheel.resolve(), nvidia, "3.12", None)
 
 
 def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_path: Path) -> None:
@@ -86,7 +89,8 @@ def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_
     with pytest.raises(RuntimeError, match="recorded"):
         smoke.smoke(_built(_variant(project), wheel, "quay.io/pypa/manylinux_2_28_x86_64"))
     (made,) = Recorder.made
-    assert made == ("quay.io/pypa/manylinux_2_28_x86_64", wheel.resolve(), Path("/runtime-site"), "3.12", None)
+    runtimes = {"floors": Path("/runtime/floors"), "newest": Path("/runtime/newest")}
+    assert made == ("quay.io/pypa/manylinux_2_28_x86_64", wheel.resolve(), runtimes, "3.12", None)
 
 
 def test_a_linux_host_says_it_cannot_smoke_a_windows_wheel(
@@ -146,7 +150,7 @@ def test_the_layouts_nvidia_wheels_are_judged_against_requires_dist(nccl: str, m
     _dist_info(runtime, "nvidia-cuda-nvrtc-cu12", "12.9.86")
     _dist_info(runtime, "nvidia-nccl-cu12", nccl)
 
-    check = smoke.requirements_met(wheel, runtime)
+    check = smoke.requirements_met(wheel, runtime, "floors")
 
     assert check.ok is met
     if met:

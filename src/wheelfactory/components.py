@@ -38,7 +38,7 @@ class ComponentMajor(_Frozen):
     linux: Layout | None = None
     windows: Layout | None = None
     # The components whose libraries this one's load at run time, by DT_NEEDED / imports or by name (dlopen):
-    # on any release of the major. Provisioning checks it against NVIDIA's binaries (toolkit.runtime_needs).
+    # on any release and OS of the major. Provisioning checks it against NVIDIA's binaries (toolkit.runtime_needs).
     needs: tuple[str, ...] = ()
 
     def layout(self, os: OS) -> Layout | None:

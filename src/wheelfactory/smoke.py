@@ -47,9 +47,9 @@ from .components import component_table
 from .errors import ToolFailure, UserError
 from .plan import Variant, cpython_tag
 from .progress import step
-from .render import CLASSIFIER_GPU, extras
+from .render import CLASSIFIER_GPU, extras, nvidia_dependencies
 from .repair import installed_path, needed_components, site_packages
-from .toolkit.provision import nvidia_requirements, runtime_site
+from .toolkit.provision import NvidiaVersions, nvidia_requirements, nvidia_wheels, runtime_site
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
@@ -68,6 +68,7 @@ class Check:
 class TierResult:
     tier: int
     layout: str | None = None  # tier 2: where the CUDA wheels are (see Layout)
+    versions: str | None = None  # tier 2: which versions of them (NvidiaVersions)
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -77,7 +78,7 @@ class TierResult:
 
     @property
     def label(self) -> str:
-        return f"tier {self.tier}" + (f" ({self.layout})" if self.layout else "")
+        return f"tier {self.tier}" + (f" ({self.layout}, {self.versions})" if self.layout else "")
 
     def as_json(self) -> dict[str, object]:
         return {**asdict(self), "passed": self.passed}
@@ -92,6 +93,7 @@ class Layout:
     python: str  # the venv's interpreter
     site: str  # the folder holding nvidia/: every CUDA library mapped must come from under it
     pythonpath: str | None = None
+    versions: NvidiaVersions = "floors"  # the NVIDIA wheels it holds: at the Requires-Dist floors, or the newest
 
 
 class Machine(Protocol):
@@ -116,27 +118,37 @@ class ContainerMachine:
 
     The host may have CUDA installed (a toolkit in ld.so.conf, say), which would let a broken wheel pass tier 1;
     a container of the build image has none (a test puts one there, to show it masks nothing). The wheel, the
-    toolkit's runtime site and the probe are mounted read-only; the runtime site's nvidia/ is mounted where pip
-    would have put it for each layout — the CUDA venv's site-packages, the base interpreter's (under a
-    --system-site-packages venv) and a --target folder — with the distributions' metadata linked beside it.
+    runtime sites (NVIDIA's wheels unpacked, at the floors and the newest) and the probe are mounted read-only;
+    a runtime site's nvidia/ is mounted where pip would have put it for each layout — the CUDA venv's
+    site-packages, the base interpreter's (under a --system-site-packages venv) and a --target folder, at the
+    floors; a second venv's, at the newest — with the distributions' metadata linked beside it.
     """
 
-    def __init__(self, image: str, wheel: Path, runtime: Path, python: str, requirements: Path | None) -> None:
+    def __init__(
+        self, image: str, wheel: Path, runtimes: dict[NvidiaVersions, Path], python: str, requirements: Path | None
+    ) -> None:
         self.engine = host.container_engine()
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
-        self.runtime = runtime  # on the host: the NVIDIA wheels every layout mounts
+        self.runtimes = runtimes  # on the host: the NVIDIA wheels the layouts mount
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
         self.base, self.python = f"{prefix}/bin/python", python
-        self.sites = {
-            "venv": f"/smoke/cuda/lib/python{python}/site-packages",
-            "system-site-packages": f"{prefix}/lib/python{python}/site-packages",
-            "target": "/smoke/target",
-        }
+        self.base_site = f"{prefix}/lib/python{python}/site-packages"
+        site = f"lib/python{python}/site-packages"
+        self.layouts = [
+            Layout("venv", "/smoke/cuda/bin/python", f"/smoke/cuda/{site}"),
+            Layout("system-site-packages", "/smoke/layered/bin/python", self.base_site),
+            Layout("target", "/smoke/targeted/bin/python", "/smoke/target", "/smoke/target"),
+            Layout("venv", "/smoke/newest/bin/python", f"/smoke/newest/{site}", versions="newest"),
+        ]
         with as_file(PROBE_SOURCE) as probe:
-            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{runtime}:/smoke/runtime:ro", f"{probe}:/smoke/probe.py:ro"]
-            if (runtime / "nvidia").is_dir():
-                mounts += [f"{runtime / 'nvidia'}:{site}/nvidia:ro" for site in self.sites.values()]
+            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:/smoke/probe.py:ro"]
+            mounts += [f"{runtime}:/smoke/runtime/{versions}:ro" for versions, runtime in runtimes.items()]
+            mounts += [
+                f"{runtimes[layout.versions] / 'nvidia'}:{layout.site}/nvidia:ro"
+                for layout in self.layouts
+                if (runtimes[layout.versions] / "nvidia").is_dir()
+            ]
             if requirements:
                 mounts.append(f"{requirements}:{self.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
@@ -154,31 +166,29 @@ class ContainerMachine:
     def create_venvs(self) -> tuple[str, list[Layout]]:
         # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
         venv = f"{self.base} -m venv --without-pip"
-        # The four venvs at once (each is an interpreter start), then NVIDIA's distributions linked beside nvidia/
-        # in each layout's site, one `ln` a site (the runtime's entries are paths without spaces).
-        link = " && ".join(f'{{ [ -z "$entries" ] || ln -s $entries {site}/; }}' for site in self.sites.values())
+        venvs = ["/smoke/bare", *(layout.python.removesuffix("/bin/python") for layout in self.layouts)]
+        options = {"/smoke/layered": "--system-site-packages "}
+        # The venvs at once (each is an interpreter start), then NVIDIA's distributions' metadata linked beside
+        # nvidia/ in each layout's site.
+        link = " && ".join(f"link /smoke/runtime/{layout.versions} {layout.site}" for layout in self.layouts)
         script = (
-            f"{venv} /smoke/bare & {venv} /smoke/cuda & {venv} --system-site-packages /smoke/layered & "
-            f"{venv} /smoke/targeted & wait && for venv in bare cuda layered targeted; do "
-            f'[ -x /smoke/$venv/bin/python ] || {{ echo "no venv $venv" >&2; exit 1; }}; done && '
-            f"mkdir -p {self.sites['target']} && entries=$(for entry in /smoke/runtime/*; do "
-            f'[ ! -e "$entry" ] || [ "${{entry##*/}}" = nvidia ] || echo "$entry"; done) && {link}'
+            'link() { for entry in "$1"/*; do [ ! -e "$entry" ] || [ "${entry##*/}" = nvidia ] || '
+            'ln -s "$entry" "$2/" || return 1; done; }; '
+            + " ".join(f"{venv} {options.get(path, '')}{path} &" for path in venvs)
+            + f" wait && for venv in {' '.join(venvs)}; do "
+            '[ -x "$venv/bin/python" ] || { echo "no venv $venv" >&2; exit 1; }; done && '
+            f"mkdir -p /smoke/target && {link}"
         )
         created = self._exec(["sh", "-c", script])
         if created.returncode != 0:
             raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
-        layouts = [
-            Layout("venv", "/smoke/cuda/bin/python", self.sites["venv"]),
-            Layout("system-site-packages", "/smoke/layered/bin/python", self.sites["system-site-packages"]),
-            Layout("target", "/smoke/targeted/bin/python", self.sites["target"], self.sites["target"]),
-        ]
-        return "/smoke/bare/bin/python", layouts
+        return "/smoke/bare/bin/python", self.layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
         # The base interpreter's pip, run by the venv's own Python (as `pip --python` does after starting once
         # more): it installs into that venv as a pip of its own would, at half the start-up cost.
         # No byte-compiling: each check's interpreter compiles what it imports, as a fresh install's first use does.
-        pip = [python, f"{self.sites['system-site-packages']}/pip", "install", "--quiet", "--disable-pip-version-check"]
+        pip = [python, f"{self.base_site}/pip", "install", "--quiet", "--disable-pip-version-check"]
         return self._exec([*pip, "--no-index", "--no-compile", *args])
 
     def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
@@ -203,16 +213,15 @@ class ContainerMachine:
 
 class HostMachine:
     """Windows: the runner itself (the release pipeline smokes on a clean runner of another image). The CUDA
-    wheels are installed for real — into the CUDA venv, and with `pip install --target` into a folder put on
-    PYTHONPATH; the --system-site-packages layout would install them into the runner's own Python, which a
-    developer's machine must not get, so it is left to the Linux tiers."""
+    wheels are installed for real, at the floors into the CUDA venv and with `pip install --target` into a folder
+    put on PYTHONPATH, and at the newest into a second venv; the --system-site-packages layout would install them
+    into the runner's own Python, which a developer's machine must not get, so it is left to the Linux tiers."""
 
     def __init__(
-        self, wheel: Path, cuda_wheels: Path, python: str, requirements: Path | None, cuda_extras: list[str]
+        self, wheel: Path, nvidia: dict[NvidiaVersions, tuple[Path, ...]], python: str, requirements: Path | None
     ) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
-        self.wheel, self.cuda_wheels, self.python_version = str(wheel), cuda_wheels, python
-        self.cuda_extras = cuda_extras
+        self.wheel, self.nvidia, self.python_version = str(wheel), nvidia, python
         self.requirements = str(requirements) if requirements else None
         self.probe_path = self.scratch / "smoke_probe.py"
         self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
@@ -235,22 +244,29 @@ class HostMachine:
 
     def create_venvs(self) -> tuple[str, list[Layout]]:
         base = self._base_python()
-        for name in ("bare", "cuda", "targeted"):
+        for name in ("bare", "cuda", "targeted", "newest"):
             host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
-        cuda = self._venv_python(self.scratch / "cuda")
+        cuda, newest = self._venv_python(self.scratch / "cuda"), self._venv_python(self.scratch / "newest")
         target = self.scratch / "target"
-        # NVIDIA's wheels where pip puts them for each layout; tier 2 installs the wheel itself beside them.
-        nvidia = cuda_requirements(Path(self.wheel), self.cuda_extras)
-        for destination in ([], ["--target", str(target)]):
-            installed = self.install(cuda, "--find-links", str(self.cuda_wheels), *destination, *nvidia)
-            if installed.returncode != 0:
-                raise ToolFailure(
-                    f"cannot install {' '.join(nvidia)} for the smoke tiers: {host.tail(installed.stderr, 8)}"
-                )
         layouts = [
             Layout("venv", cuda, str(self.scratch / "cuda")),
             Layout("target", self._venv_python(self.scratch / "targeted"), str(target), str(target)),
+            Layout("venv", newest, str(self.scratch / "newest"), versions="newest"),
         ]
+        # NVIDIA's wheels, exactly those of the layout's versions, where pip puts them for each layout; tier 2
+        # installs the wheel itself beside them.
+        installs: list[tuple[str, list[str], NvidiaVersions]] = [
+            (cuda, [], "floors"),
+            (cuda, ["--target", str(target)], "floors"),
+            (newest, [], "newest"),
+        ]
+        for python, destination, versions in installs:
+            installed = self.install(python, *destination, *(str(w) for w in self.nvidia[versions]))
+            if installed.returncode != 0:
+                raise ToolFailure(
+                    f"cannot install NVIDIA's wheels at the {versions} for the smoke tiers: "
+                    f"{host.tail(installed.stderr, 8)}"
+                )
         return self._venv_python(self.scratch / "bare"), layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -267,20 +283,6 @@ class HostMachine:
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def cuda_requirements(wheel: Path, cuda_extras: list[str]) -> list[str]:
-    """The wheel's NVIDIA requirements, its CUDA extras' included, as lines pip installs by themselves (for
-    `pip install --target`, which must not take the wheel itself along)."""
-    lines = []
-    for line in metadata(wheel).get_all("Requires-Dist") or []:
-        requirement = Requirement(line)
-        if not requirement.name.startswith("nvidia-"):
-            continue
-        if requirement.marker and not any(requirement.marker.evaluate({"extra": e}) for e in ["", *cuda_extras]):
-            continue
-        lines.append(f"{requirement.name}{requirement.specifier}")
-    return lines
 
 
 def _outcomes(run: subprocess.CompletedProcess[str], checks: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -414,7 +416,8 @@ def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copi
     """One install for every venv of a container: the wheel and its other requirements by pip into `venv`, then
     copied into `copies`. That the layouts' NVIDIA wheels meet the wheel's requirements (what pip's resolver
     would prove) is judged from their metadata here."""
-    checks = [requirements_met(built.path, machine.runtime), *_install(machine, venv, _alone(machine, built))]
+    checks = [requirements_met(built.path, runtime, versions) for versions, runtime in machine.runtimes.items()]
+    checks += _install(machine, venv, _alone(machine, built))
     if all(c.ok for c in checks):
         copied = machine.copy_installed(venv, copies)
         what = f"the install copied into the other {len(copies)} venvs"
@@ -450,7 +453,8 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
         # its optional CUDA components (not the source's own extras, such as dev or doc).
         found = ["--find-links", machine.requirements] if machine.requirements else []
         installs = [[*found, with_extras(machine.wheel, sorted(extras(built.variant)))]]
-    return _run_tier(TierResult(2, layout.name), machine, layout.python, installs, checks, installed)
+    result = TierResult(2, layout.name, layout.versions)
+    return _run_tier(result, machine, layout.python, installs, checks, installed)
 
 
 def tier3(wheel: Path, variant: Variant) -> TierResult:
@@ -461,11 +465,8 @@ def tier3(wheel: Path, variant: Variant) -> TierResult:
         Check("name", canonicalize_name(found["Name"]) == canonicalize_name(variant.dist_name), found["Name"])
     )
     requires = [Requirement(r) for r in found.get_all("Requires-Dist") or []]
-    expected = {
-        component_table().get(c, variant.major).distribution  # type: ignore[union-attr]
-        for c in variant.components(optional=False)
-    }
-    nvidia = {r.name for r in requires if r.name.startswith("nvidia-") and r.marker is None}
+    expected = {canonicalize_name(Requirement(line).name) for line in nvidia_dependencies(variant)}
+    nvidia = {canonicalize_name(r.name) for r in requires if r.name.startswith("nvidia-") and r.marker is None}
     result.checks.append(
         Check(
             f"Requires-Dist names exactly the CUDA {variant.major} wheels",
@@ -525,9 +526,9 @@ def download_requirements(wheel: Path, into: Path) -> Path | None:
     return into
 
 
-def requirements_met(wheel: Path, runtime: Path) -> Check:
+def requirements_met(wheel: Path, runtime: Path, versions: NvidiaVersions) -> Check:
     """Each NVIDIA requirement of the wheel (with all its extras) and of theirs, met by the version of that
-    distribution in `runtime` (the layouts' NVIDIA wheels), as pip's resolver would judge them."""
+    distribution in `runtime` (the layouts' NVIDIA wheels at those versions), as pip's resolver would judge."""
     installed = {canonicalize_name(m["Name"]): m for m in map(metadata_of, runtime.glob("*.dist-info/METADATA"))}
     unmet, met = [], set()
     for requirement in nvidia_requirements(
@@ -539,7 +540,7 @@ def requirements_met(wheel: Path, runtime: Path) -> Check:
         else:
             met.add(f"{found['Name']} {found['Version']}")
     detail = "unmet: " + "; ".join(unmet) if unmet else ", ".join(sorted(met))
-    return Check("the NVIDIA requirements are met by the layouts' wheels", not unmet, detail)
+    return Check(f"the NVIDIA requirements are met at the {versions}", not unmet, detail)
 
 
 def _once_installed(installing: Future[list[Check]], run: Callable[..., TierResult], *args: object) -> TierResult:
@@ -550,18 +551,20 @@ def _once_installed(installing: Future[list[Check]], run: Callable[..., TierResu
 def smoke(built: BuiltWheel) -> list[TierResult]:
     """Tiers 1 and 2 on a clean machine, tier 3 on this one: all three at once (their venvs are apart)."""
     name, wheel = built.name, built.path.resolve()
+    if name.os == "linux" and built.image is None:
+        raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
+    if name.os == "windows" and sys.platform != "win32":
+        raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v) for v in ("floors", "newest")}
     with tempfile.TemporaryDirectory(prefix="smoke-requirements-") as scratch:
         found = download_requirements(wheel, Path(scratch))
         machine: Machine
-        if name.os == "linux":
-            if built.image is None:
-                raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
-            machine = ContainerMachine(built.image, wheel, runtime_site(built.toolkit, wheel), name.python, found)
+        if built.image is not None and name.os == "linux":
+            runtimes = {versions: runtime_site(built.toolkit, wheels) for versions, wheels in nvidia.items()}
+            machine = ContainerMachine(built.image, wheel, runtimes, name.python, found)
         else:
-            if sys.platform != "win32":
-                raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
-            machine = HostMachine(wheel, built.toolkit.wheel_dir, name.python, found, sorted(extras(built.variant)))
-        with ThreadPoolExecutor(max_workers=5) as pool:
+            machine = HostMachine(wheel, nvidia, name.python, found)
+        with ThreadPoolExecutor(max_workers=8) as pool:
             metadata_tier = pool.submit(tier3, wheel, built.variant)
             try:
                 bare, layouts = machine.create_venvs()

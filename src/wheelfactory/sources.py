@@ -84,7 +84,7 @@ class _Links(HTMLParser):
             self.links.append(href)
 
 
-def _project_files(index: str, project: str) -> list[tuple[str, str]]:
+def project_files(index: str, project: str) -> list[tuple[str, str]]:
     """(file name, absolute URL) of every file on the index's page for `project`."""
     page = urljoin(index, f"{canonicalize_name(project)}/")
     request = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
@@ -112,7 +112,7 @@ def _find_sdist(requirement: str) -> tuple[str, str]:
     pinned = Requirement(requirement)
     version = next(iter(pinned.specifier)).version
     for index in index_urls():
-        for name, url in _project_files(index, pinned.name):
+        for name, url in project_files(index, pinned.name):
             try:
                 project, found = parse_sdist_filename(name)
             except ValueError:

@@ -26,12 +26,15 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
+from typing import Literal
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
-from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from .. import host
 from ..binaries.pe import def_file
@@ -40,6 +43,7 @@ from ..components import OS, NvccSource, component_table, platforms, toolkit_tab
 from ..errors import ToolFailure, UserError
 from ..plan import Variant
 from ..progress import console, step
+from ..sources import index_urls, project_files
 from . import archives, debian, msvc, redist
 from .runtime_needs import Need, check_needs, read_needs
 
@@ -482,22 +486,54 @@ def nvidia_requirements(
             pending += [Requirement(line) for line in requires_of(name) or []]
 
 
-def runtime_site(toolkit: Toolkit, wheel: Path) -> Path:
-    """The NVIDIA wheels pip would install with `wheel` and all its extras — its requirements and theirs, at the
-    toolkit's versions — unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
-    available = {WheelName.of(w).distribution: w for w in toolkit.wheels}
-    chosen: dict[str, Path] = {}
-    for requirement in nvidia_requirements(wheel, lambda name: metadata(available[name]).get_all("Requires-Dist")):
-        distribution = canonicalize_name(requirement.name)
-        if distribution not in available:
-            raise ToolFailure(f"{wheel.name} requires {requirement}, which the CUDA {toolkit.release} toolkit lacks")
-        chosen[distribution] = available[distribution]
-    key = hashlib.sha256(json.dumps(sorted(w.name for w in chosen.values())).encode()).hexdigest()[:12]
+# Which versions of NVIDIA's wheels the smoke tier installs with a wheel: the lowest its Requires-Dist admit (what
+# it promises to work with), and the newest (what a fresh `pip install` gets today).
+NvidiaVersions = Literal["floors", "newest"]
+
+
+def _lowest(requirement: Requirement, os_name: OS, arch: str) -> Version:
+    """The lowest version of `requirement` with a wheel for this OS and machine on pip's indexes."""
+    platforms = {*pip_platform_tags(os_name, arch), "any"}
+    found = []
+    for index in index_urls():
+        for file_name, _ in project_files(index, requirement.name):
+            try:
+                _, version, _, tags = parse_wheel_filename(file_name)
+            except InvalidWheelFilename:
+                continue  # an sdist, or a name pip would not take either
+            if requirement.specifier.contains(version) and any(tag.platform in platforms for tag in tags):
+                found.append(version)
+    if not found:
+        raise ToolFailure(f"no wheel of {requirement} for {os_name}-{arch} on {', '.join(index_urls())}")
+    return min(found)
+
+
+@cache
+def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVersions) -> tuple[Path, ...]:
+    """The NVIDIA wheels pip installs for `lines` (and for what they require), at the floors or the newest,
+    downloaded into the cache's wheel folder: once a process, as every Python of a variant asks the same."""
+    pins = [f"{Requirement(line).name}=={_lowest(Requirement(line), os_name, arch)}" for line in lines]
+    constraints = pins if versions == "floors" else None
+    with step(f"download NVIDIA's wheels at the {versions} of {', '.join(lines)}"), host.cache_lock("wheels"):
+        return tuple(_download(list(lines), os_name, arch, host.cache_dir() / "wheels", constraints))
+
+
+def nvidia_wheels(wheel: Path, versions: NvidiaVersions) -> tuple[Path, ...]:
+    """The NVIDIA wheels pip would install with `wheel` and all its extras, at the lowest versions its
+    Requires-Dist admit or at the newest: what the smoke tiers' CUDA layouts hold."""
+    name = WheelName.of(wheel)
+    own = sorted({f"{r.name}{r.specifier}" for r in nvidia_requirements(wheel, lambda _: None)})
+    return _resolved(tuple(own), name.os, name.arch, versions) if own else ()
+
+
+def runtime_site(toolkit: Toolkit, wheels: tuple[Path, ...]) -> Path:
+    """NVIDIA's `wheels` unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
+    key = hashlib.sha256(json.dumps(sorted(w.name for w in wheels)).encode()).hexdigest()[:12]
     site = toolkit.site.parent / "runtime" / key
     with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
         if not site.is_dir():
             with host.built_aside(site) as scratch:
-                for distribution_wheel in chosen.values():
+                for distribution_wheel in wheels:
                     unpack(distribution_wheel, scratch)
     return site
 
