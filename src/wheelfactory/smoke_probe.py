@@ -11,9 +11,12 @@ Each check runs in its own fresh interpreter (`python -W error -I`), so one impo
     {"command": ["python", "-m", "pkg"], "pythonpath": ...}    a program that must exit 0 without a traceback
 An outcome: {"ok": bool, "detail": "...", "libraries": [mapped CUDA libraries]}.
 
-A check's interpreter is started some fifty times per wheel: it imports nothing that Python does not load at
-start-up (marshal, os, sys, builtins). It gets its check on standard input and writes what it saw — the outcome
-and the files it mapped — to a file, in marshal's format; this process judges the mapped files.
+Statements are run some fifty times per wheel. Where the OS can fork (Linux), one interpreter is started per set of
+flags (`-W error`, and `-I`, or `-s` with the checks' PYTHONPATH) and imports nothing beyond what Python loads
+at start-up (marshal, os, sys, builtins); each statement runs in a child forked from it, which is as fresh as a
+new interpreter of those flags — nothing imported, nothing loaded — at a twentieth of the start-up. Elsewhere
+(Windows) each statement gets an interpreter of its own. Either way the checks go in, and what each saw (the
+outcome, the files it mapped) comes out, in marshal's format; this process judges the mapped files.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def _one(spec: dict[str, object]) -> dict[str, object]:
 def _judged(spec: dict[str, object], seen: dict[str, object]) -> dict[str, object]:
     """The outcome of a check from what its interpreter saw: CUDA libraries by file name, wherever they were
     mapped from (a system CUDA, or another major's, is caught too)."""
+    if "crashed" in seen:
+        return {"ok": False, "detail": f"the check crashed: {seen['crashed']}"}
     if seen["raised"] is not None:
         return {"ok": bool(seen["as_expected"]), "detail": seen["raised"]}
     import fnmatch
@@ -76,55 +81,146 @@ def _judged(spec: dict[str, object], seen: dict[str, object]) -> dict[str, objec
     return {"ok": True, "detail": "imported", "libraries": cuda}
 
 
-def _isolated(spec: dict[str, object], outcome_file: str) -> dict[str, object]:
-    """Run one check in a fresh interpreter (which writes what it saw to `outcome_file`) and judge it."""
+def _environment(pythonpath: object) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONPATH")}
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    return env
+
+
+def _interpreter(pythonpath: object) -> list[str]:
+    """The flags of a statement's interpreter: warnings are errors; isolated, but for PYTHONPATH when given."""
+    return [sys.executable, "-W", "error", "-s" if pythonpath else "-I", __file__]  # -I would ignore PYTHONPATH
+
+
+def _command(spec: dict[str, object]) -> dict[str, object]:
+    """Run a program (`python` is the venv's) and judge it: exit 0, no traceback."""
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONPATH")}
-    if spec.get("pythonpath"):
-        env["PYTHONPATH"] = str(spec["pythonpath"])
-    if "command" in spec:
-        command = [str(a) for a in spec["command"]]  # type: ignore[attr-defined]
-        argv = [sys.executable if command[0] == "python" else command[0], *command[1:]]
-        program = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-        output = (program.stdout + program.stderr).strip()
-        ok = program.returncode == 0 and "Traceback" not in output
-        return {"ok": ok, "detail": f"exit {program.returncode}: {output[-2000:]}"}
-    isolation = "-s" if spec.get("pythonpath") else "-I"  # -I would ignore PYTHONPATH
+    command = [str(a) for a in spec["command"]]  # type: ignore[attr-defined]
+    argv = [sys.executable if command[0] == "python" else command[0], *command[1:]]
+    program = subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, env=_environment(spec.get("pythonpath"))
+    )
+    output = (program.stdout + program.stderr).strip()
+    ok = program.returncode == 0 and "Traceback" not in output
+    return {"ok": ok, "detail": f"exit {program.returncode}: {output[-2000:]}"}
+
+
+def _seen(outcome_file: str, log: str) -> dict[str, object]:
+    """What a statement's process wrote, or why it wrote nothing."""
+    try:
+        with open(outcome_file, "rb") as written:
+            seen: dict[str, object] = marshal.load(written)
+            return seen
+    except (OSError, EOFError, ValueError, TypeError):
+        return {"crashed": log.strip()[-500:]}
+
+
+def _spawned(spec: dict[str, object], outcome_file: str) -> dict[str, object]:
+    """Run one statement in an interpreter of its own."""
+    import subprocess
+
     run = subprocess.run(
-        [sys.executable, "-W", "error", isolation, __file__, "--one", outcome_file],
+        [*_interpreter(spec.get("pythonpath")), "--one", outcome_file],
         input=marshal.dumps(spec),
         capture_output=True,
         timeout=300,
-        env=env,
+        env=_environment(spec.get("pythonpath")),
     )
+    return _seen(outcome_file, f"exit {run.returncode}: {run.stderr.decode(errors='replace')}")
+
+
+def _forked(specs: list[dict[str, object]], folder: str) -> list[dict[str, object]]:
+    """Run statements of one PYTHONPATH, each in a child of one pristine interpreter of their flags."""
+    import subprocess
+
+    pythonpath = specs[0].get("pythonpath")
+    run = subprocess.run(
+        [*_interpreter(pythonpath), "--fork", folder],
+        input=marshal.dumps(specs),
+        capture_output=True,
+        timeout=300 * len(specs),
+        env=_environment(pythonpath),
+    )
+    trouble = run.stderr.decode(errors="replace") if run.returncode else ""
+    return [_seen(f"{folder}/{i}", trouble or _log(f"{folder}/{i}.log")) for i in range(len(specs))]
+
+
+def _log(path: str) -> str:
     try:
-        with open(outcome_file, "rb") as written:
-            seen = marshal.load(written)
-    except (OSError, EOFError, ValueError, TypeError):
-        stderr = run.stderr.decode(errors="replace").strip()
-        return {"ok": False, "detail": f"the check crashed (exit {run.returncode}): {stderr[-500:]}"}
-    return _judged(spec, seen)
+        with open(path, encoding="utf-8", errors="replace") as log:
+            return log.read()
+    except OSError:
+        return ""
+
+
+def _run_and_write(spec: dict[str, object], outcome_file: str) -> None:
+    """Run one statement, then what it registered to run at exit (as an interpreter's exit would), and only
+    then write what it saw: a process that dies on the way writes nothing, and is judged crashed."""
+    import atexit  # built in: loaded at start-up with the interpreter
+
+    outcome = _one(spec)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open(outcome_file, "wb") as written:
+        marshal.dump(outcome, written)
+
+
+def _fork_each(folder: str) -> None:
+    """The statements on standard input, each in a child of this interpreter, some at a time: a child writes
+    what it saw to `folder`/N once its exit handlers ran (nothing, if it crashed), its output to N.log."""
+    specs = marshal.loads(sys.stdin.buffer.read())
+    running = 0
+    for index, spec in enumerate(specs):
+        if running >= max(2, os.cpu_count() or 1):
+            os.wait()
+            running -= 1
+        if os.fork() == 0:
+            log = os.open(f"{folder}/{index}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            _run_and_write(spec, f"{folder}/{index}")
+            os._exit(0)
+        running += 1
+    while running:
+        os.wait()
+        running -= 1
 
 
 def main() -> None:
     if sys.argv[1] == "--one":
-        outcome = _one(marshal.loads(sys.stdin.buffer.read()))
-        with open(sys.argv[2], "wb") as written:
-            marshal.dump(outcome, written)
+        _run_and_write(marshal.loads(sys.stdin.buffer.read()), sys.argv[2])
+        return
+    if sys.argv[1] == "--fork":
+        _fork_each(sys.argv[2])
         return
     import json
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
     checks = json.loads(sys.argv[1])
-    # Each check is its own process: several at a time, the outcomes in the checks' order.
+    outcomes: dict[int, dict[str, object]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="smoke-probe-") as scratch,
         ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool,
     ):
-        files = [os.path.join(scratch, str(i)) for i in range(len(checks))]
-        print(json.dumps(list(pool.map(_isolated, checks, files))))
+        commands = {i: pool.submit(_command, c) for i, c in enumerate(checks) if "command" in c}
+        statements = [i for i, c in enumerate(checks) if "command" not in c]
+        if hasattr(os, "fork"):
+            by_pythonpath: dict[object, list[int]] = {}
+            for i in statements:
+                by_pythonpath.setdefault(checks[i].get("pythonpath"), []).append(i)
+            for group, indices in enumerate(by_pythonpath.values()):
+                os.mkdir(folder := os.path.join(scratch, str(group)))
+                seen = _forked([checks[i] for i in indices], folder)
+                outcomes.update((i, _judged(checks[i], s)) for i, s in zip(indices, seen, strict=True))
+        else:
+            spawned = {i: pool.submit(_spawned, checks[i], os.path.join(scratch, str(i))) for i in statements}
+            outcomes.update((i, _judged(checks[i], future.result())) for i, future in spawned.items())
+        outcomes.update((i, future.result()) for i, future in commands.items())
+    print(json.dumps([outcomes[i] for i in range(len(checks))]))
 
 
 main()
