@@ -208,7 +208,8 @@ class ContainerMachine:
         return _outcomes(self._exec([python, "/smoke/probe.py", json.dumps(checks)]), checks)
 
     def close(self) -> None:
-        host.run([self.engine, "rm", "--force", self.container], "removing the smoke container", check=False)
+        # Killed, it is removed by the engine (--rm) without holding the smoke up.
+        host.run([self.engine, "kill", self.container], "stopping the smoke container", check=False)
 
 
 class HostMachine:
@@ -556,7 +557,8 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
     if name.os == "windows" and sys.platform != "win32":
         raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
     nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v) for v in ("floors", "newest")}
-    with tempfile.TemporaryDirectory(prefix="smoke-requirements-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="smoke-requirements-") as scratch, ThreadPoolExecutor(8) as pool:
+        metadata_tier = pool.submit(tier3, wheel, built.variant)  # while the machine starts
         found = download_requirements(wheel, Path(scratch))
         machine: Machine
         if built.image is not None and name.os == "linux":
@@ -564,20 +566,18 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
             machine = ContainerMachine(built.image, wheel, runtimes, name.python, found)
         else:
             machine = HostMachine(wheel, nvidia, name.python, found)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            metadata_tier = pool.submit(tier3, wheel, built.variant)
-            try:
-                bare, layouts = machine.create_venvs()
-                if isinstance(machine, ContainerMachine):
-                    # One pip run serves every venv: the first layout's, copied into the others.
-                    first, *others = [layout.python for layout in layouts]
-                    installing = pool.submit(shared_install, machine, built, first, [bare, *others])
-                    tiers = [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
-                    tiers += [pool.submit(_once_installed, installing, tier2, machine, lay, built) for lay in layouts]
-                else:
-                    tiers = [pool.submit(tier1, machine, bare, built)]
-                    tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
-                results = [tier.result() for tier in tiers]
-            finally:
-                machine.close()
-            return [*results, metadata_tier.result()]
+        try:
+            bare, layouts = machine.create_venvs()
+            if isinstance(machine, ContainerMachine):
+                # One pip run serves every venv: the first layout's, copied into the others.
+                first, *others = [layout.python for layout in layouts]
+                installing = pool.submit(shared_install, machine, built, first, [bare, *others])
+                tiers = [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
+                tiers += [pool.submit(_once_installed, installing, tier2, machine, lay, built) for lay in layouts]
+            else:
+                tiers = [pool.submit(tier1, machine, bare, built)]
+                tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
+            results = [tier.result() for tier in tiers]
+        finally:
+            machine.close()
+        return [*results, metadata_tier.result()]
