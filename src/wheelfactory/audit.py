@@ -11,6 +11,10 @@ A module's policy is the most specific of the recipe's `modules` patterns that m
 its `shared_libraries` pattern (else no CUDA library). What a build script may quietly leave out is checked too:
 every module the recipe names is in the wheel, every pattern matches one, the `device_code` modules carry a
 fatbin section, and the wheel's version is the recipe's.
+
+GPU code (each binary's fatbin, read by binaries.fatbin and listed in the report): no PTX of an ISA newer than the
+matrix's toolkit release writes, no cubin a newer toolkit made, no architecture the release cannot target; a
+`device_code` module has SASS for every architecture of the variant and PTX for the newest.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from auditwheel.architecture import Architecture
 from auditwheel.policy import Libc, Policy, WheelPolicies
 from packaging.version import Version
 
+from .binaries.fatbin import DeviceCode
 from .binaries.wheelfile import Binary, members, read_member
 from .built import BuiltWheel
-from .components import OS, component_table
+from .components import OS, component_table, toolkit_table
 from .inputs import DRIVER
 from .plan import Variant
 from .render import VARIANT_MODULE
@@ -53,6 +58,7 @@ class BinaryAudit:
     components: list[str]
     device_code: bool = False
     problems: list[str] = field(default_factory=list)
+    gpu_code: list[dict[str, object]] = field(default_factory=list)  # each fatbin entry: SASS or PTX, arch, ISA
 
 
 @dataclass
@@ -136,6 +142,46 @@ class _Checker:
             )
         return policy
 
+    def gpu_code(self, audit: BinaryAudit, entries: tuple[DeviceCode, ...]) -> None:
+        """Judge the binary's GPU code against the matrix's toolkit release: nothing newer than it (a driver of
+        that release rejects newer PTX: "compiled with an unsupported toolchain"), nothing it cannot target; and
+        a device_code module's against the variant's architectures: SASS for each, PTX for the newest, so that
+        GPUs newer than the toolkit can JIT it."""
+        release = self.variant.cuda.toolkit
+        known = toolkit_table().releases[release]
+        audit.gpu_code = [entry.as_json() for entry in entries]
+        for entry in dict.fromkeys(entries):
+            if entry.ptx_isa and entry.ptx_isa > known.ptx_isa_version:
+                audit.problems.append(
+                    f"carries PTX {entry.name} of ISA {entry.as_json()['ptx_isa']}, newer than CUDA {release}'s "
+                    f"{known.ptx_isa}: a newer toolkit compiled it, and a driver of CUDA {release} rejects it — build "
+                    "with the matrix's nvcc"
+                )
+            if entry.toolkit and Version(entry.toolkit) > Version(release):
+                audit.problems.append(
+                    f"carries {entry.name} made by CUDA {entry.toolkit}, newer than the matrix's {release} — build "
+                    "with the matrix's nvcc"
+                )
+            if entry.arch not in known.archs:
+                audit.problems.append(f"carries {entry.name}, which CUDA {release}'s nvcc cannot target")
+        if audit.module is None or not self.variant.needs_device_code(audit.module) or not entries:
+            return
+        archs = self.variant.cuda_archs
+        native = {entry.arch for entry in entries if entry.kind == "sass"}
+        missing = [f"sm_{arch}" for arch in archs if arch not in native]
+        if missing:
+            audit.problems.append(
+                f"has no SASS for {', '.join(missing)} of the variant's architectures "
+                f"({', '.join(f'sm_{a}' for a in archs)}): those GPUs would find no kernel image — compile with "
+                "$NVCC_GENCODE (or $CMAKE_CUDA_ARCHITECTURES)"
+            )
+        newest = max(archs)
+        if not any(e.kind == "ptx" and e.arch == newest and not e.suffix for e in entries):
+            audit.problems.append(
+                f"has no PTX for compute_{newest}, the newest of the variant's architectures: GPUs newer than "
+                f"sm_{newest} could not JIT it — compile with $NVCC_GENCODE, which adds it"
+            )
+
     def dependency(self, audit: BinaryAudit, library: str, allowed: list[str], *, lazy: bool = False) -> bool:
         """Judge a CUDA (or in-wheel) dependency; False when it is neither, for the format's own rules."""
         table = self.table
@@ -176,6 +222,7 @@ def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platfor
         binary.device_code,
     )
     allowed = checker.allowed(audit)
+    checker.gpu_code(audit, binary.fatbin)
     whitelist = policy.whitelist if policy else frozenset()
     for library in binary.needed:
         if library in DYNAMIC_LOADERS or checker.dependency(audit, library, allowed):
@@ -218,6 +265,7 @@ def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
         binary.device_code,
     )
     allowed = checker.allowed(audit)
+    checker.gpu_code(audit, binary.fatbin)
     python_dll = f"python{python.replace('.', '')}.dll"
     system = windows_system_dlls()
     for dll, lazy in [*((d, False) for d in binary.needed), *((d, True) for d in binary.lazy)]:

@@ -180,6 +180,12 @@ class ToolkitRelease(_Frozen):
     gcc: int  # the newest GCC major this release's nvcc accepts as host compiler
     msvc: str  # the newest MSVC toolset (14.XY) this release's nvcc accepts
     archs: tuple[int, ...]  # every sm_XY this release's nvcc compiles for (data/gpu_archs.yaml)
+    ptx_isa: str  # the PTX ISA version its nvcc writes, "8.4"
+
+    @property
+    def ptx_isa_version(self) -> tuple[int, int]:
+        major, minor = self.ptx_isa.split(".")
+        return int(major), int(minor)
 
 
 class RedistSettings(_Frozen):

@@ -20,6 +20,7 @@ from packaging.version import Version
 from .. import host
 from ..components import OS, platforms
 from .elf import is_elf, read_elf
+from .fatbin import DeviceCode
 from .pe import read_pe
 
 
@@ -123,6 +124,7 @@ class Binary:
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)  # ELF: library -> symbol versions
     device_code: bool = False  # carries nvcc's device code (a fatbin section)
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports
+    fatbin: tuple[DeviceCode, ...] = ()  # what that device code holds
 
     @property
     def module(self) -> str | None:
@@ -168,11 +170,20 @@ def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
             info.version_needs,
             info.device_code,
             info.python_inits,
+            info.fatbin,
         )
     if path.suffix.lower() not in (".pyd", ".dll"):
         return None
     pe = read_pe(path)
-    return Binary(member, "pe", pe.imports, pe.delay_imports, device_code=pe.device_code, python_inits=pe.python_inits)
+    return Binary(
+        member,
+        "pe",
+        pe.imports,
+        pe.delay_imports,
+        device_code=pe.device_code,
+        python_inits=pe.python_inits,
+        fatbin=pe.fatbin,
+    )
 
 
 def read_binaries(tree: Path, os_name: OS) -> dict[str, Binary]:

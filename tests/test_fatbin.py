@@ -1,0 +1,205 @@
+"""The fatbin reader against NVIDIA's cuobjdump (from its pip wheel) on real device code: cuprobe's kernel module as
+the factory builds it for CUDA 11.8, 12.4 and 13.0, and kernels this host's nvcc 13.0 compiles for the `a` and
+`f` architectures, compressed and not. The same fatbin in a PE file (mingw) reads the same."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from wheelfactory.audit import audit_wheel
+from wheelfactory.binaries.elf import DEVICE_CODE_SECTION, read_elf
+from wheelfactory.binaries.fatbin import CONTAINER_MAGIC, DeviceCode
+from wheelfactory.binaries.pe import read_pe
+from wheelfactory.binaries.wheelfile import pack, unpack
+from wheelfactory.cli import main
+from wheelfactory.components import toolkit_table
+from wheelfactory.pipeline import existing
+from wheelfactory.plan import copy_inputs, make_plan
+
+from .conftest import Built, matrix_for
+
+KERNEL = "__global__ void scale(float a, float *x) { x[threadIdx.x] *= a; }\n"
+CUOBJDUMP = "nvidia-cuda-cuobjdump==13.2.86"
+# A listed entry: "ELF file    3: device.3.sm_100a.cubin", "PTX file    1: device.1.sm_90.ptx"
+_LISTED = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\w+)\.(?:cubin|ptx)$")
+
+
+@pytest.fixture(scope="module")
+def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("cuobjdump")
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest"]
+    command += [str(where), "--platform", "manylinux_2_17_x86_64", "--python-version", "3.12", CUOBJDUMP]
+    subprocess.run(command, check=True)
+    tool = next(unpack(next(where.glob("*.whl")), where / "site").rglob("bin/cuobjdump"))
+    tool.chmod(0o755)
+    return tool
+
+
+def _listed(cuobjdump: Path, binary: Path) -> list[tuple[str, str]]:
+    """(kind, name) of each entry, as cuobjdump lists them: cubins by their architecture (an `f` cubin as the
+    plain one), PTX by the architecture it targets."""
+    done = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", binary], capture_output=True, text=True, check=True)
+    found = []
+    for line in done.stdout.splitlines():
+        match = _LISTED.match(line.strip())
+        assert match, line
+        found.append(("sass" if match[1] == "ELF" else "ptx", match[2]))
+    return found
+
+
+def _as_cuobjdump_names(entries: tuple[DeviceCode, ...]) -> list[tuple[str, str]]:
+    return [(e.kind, f"sm_{e.arch}{e.suffix if e.kind == 'ptx' or e.suffix == 'a' else ''}") for e in entries]
+
+
+def _ptx_versions(cuobjdump: Path, binary: Path) -> list[tuple[int, int]]:
+    """The `.version` line of each PTX entry's text, as cuobjdump decompresses it."""
+    done = subprocess.run([cuobjdump, "--dump-ptx", binary], capture_output=True, text=True, check=True)
+    return [(int(a), int(b)) for a, b in re.findall(r"^\.version (\d+)\.(\d+)$", done.stdout, re.MULTILINE)]
+
+
+def _device_module(built: Built, tmp_path: Path) -> Path:
+    return next(unpack(built.wheel, tmp_path / "tree").rglob("_device.*.so"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("major", [11, 12, 13])
+def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
+    major: int, request: pytest.FixtureRequest, cuobjdump: Path, tmp_path: Path
+) -> None:
+    built: Built = request.getfixturevalue(f"built{major}")
+    module = _device_module(built, tmp_path)
+    entries = read_elf(module).fatbin
+    assert _as_cuobjdump_names(entries) == _listed(cuobjdump, module)
+    assert [e.ptx_isa for e in entries if e.kind == "ptx"] == _ptx_versions(cuobjdump, module)
+    # ...which is the ISA toolkits.yaml says the release writes.
+    release = toolkit_table().releases[built.variant.cuda.toolkit]
+    assert {e.ptx_isa for e in entries if e.kind == "ptx"} == {release.ptx_isa_version}
+    archs = built.variant.cuda_archs
+    assert {e.arch for e in entries if e.kind == "sass"} == set(archs)
+    assert [e.arch for e in entries if e.kind == "ptx"] == [max(archs)]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            ["-gencode=arch=compute_100f,code=[sm_100f,compute_100f]", "-gencode=arch=compute_120a,code=sm_120a"],
+            {"sm_100f", "compute_100f", "sm_120a"},
+        ),
+        (["-Xfatbin=-compress-all", "-gencode=arch=compute_75,code=[sm_75,compute_75]"], {"sm_75", "compute_75"}),
+        (["-Xfatbin=-compress=false", "-gencode=arch=compute_90a,code=compute_90a"], {"compute_90a"}),
+    ],
+    ids=["family-and-specific", "compressed", "plain"],
+)
+def test_the_reader_agrees_with_cuobjdump_on_every_kind_of_entry(
+    options: list[str], expected: set[str], cuobjdump: Path, tmp_path: Path
+) -> None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.fail("needs nvcc 13 on PATH (the host's, from NVIDIA's pip wheels)")
+    (tmp_path / "k.cu").write_text(KERNEL)
+    library = tmp_path / "k.so"
+    command = [nvcc, "-shared", "-Xcompiler", "-fPIC", *options, "-o", str(library), str(tmp_path / "k.cu")]
+    subprocess.run(command, check=True)
+    entries = read_elf(library).fatbin
+    assert {e.name for e in entries} == expected
+    assert _as_cuobjdump_names(entries) == _listed(cuobjdump, library)
+    assert [e.ptx_isa for e in entries if e.kind == "ptx"] == _ptx_versions(cuobjdump, library)
+    # An uncompressed cubin names the toolkit that made it.
+    assert {e.toolkit for e in entries if e.kind == "sass" and not e.compressed} <= {"13.0"}
+
+
+def test_a_pe_files_fatbin_reads_as_the_elf_one(tmp_path: Path) -> None:
+    """No nvcc for Windows here: the fatbin nvcc made for Linux, put into a real PE DLL's .nv_fatb section (the
+    name a PE image cuts .nv_fatbin to) by mingw's objcopy, reads entry for entry as in the ELF file."""
+    nvcc, mingw = shutil.which("nvcc"), "x86_64-w64-mingw32"
+    if nvcc is None or shutil.which(f"{mingw}-gcc") is None:
+        pytest.fail("needs nvcc 13 on PATH and mingw-w64 (apt-get install gcc-mingw-w64-x86-64)")
+    (tmp_path / "k.cu").write_text(KERNEL)
+    elf = tmp_path / "k.so"
+    options = ["-gencode=arch=compute_80,code=[sm_80,compute_80]", "-gencode=arch=compute_90a,code=sm_90a"]
+    subprocess.run(
+        [nvcc, "-shared", "-Xcompiler", "-fPIC", *options, "-o", str(elf), str(tmp_path / "k.cu")], check=True
+    )
+    section = tmp_path / "fatbin.bin"
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", str(elf), str(section)], check=True)
+    (tmp_path / "dll.c").write_text("__declspec(dllexport) int answer(void) { return 42; }\n")
+    dll = tmp_path / "k.dll"
+    subprocess.run([f"{mingw}-gcc", "-shared", "-o", str(dll), str(tmp_path / "dll.c")], check=True)
+    subprocess.run(
+        [
+            f"{mingw}-objcopy",
+            "--add-section",
+            f".nv_fatb={section}",
+            "--set-section-flags",
+            ".nv_fatb=contents,alloc,load,readonly,data",
+            str(dll),
+        ],
+        check=True,
+    )
+    assert read_pe(dll).fatbin == read_elf(elf).fatbin
+    assert {e.name for e in read_pe(dll).fatbin} == {"sm_80", "compute_80", "sm_90a"}
+
+
+def _with_ptx_isa(module: Path, isa: tuple[int, int]) -> None:
+    """Rewrite, in place, the ISA version every PTX entry of the module's fatbin says: a module as a newer
+    toolkit's nvcc would have made it (the field the driver reads; the PTX text is left as it is)."""
+    with module.open("rb") as f:
+        section = ELFFile(f).get_section_by_name(DEVICE_CODE_SECTION)
+        start, size = section["sh_offset"], section["sh_size"]
+    data = bytearray(module.read_bytes())
+    offset = start
+    while offset < start + size:
+        magic, _, header, length = struct.unpack_from("<IHHQ", data, offset)
+        if magic != CONTAINER_MAGIC:
+            offset += 8
+            continue
+        entry = offset + header
+        while entry < offset + header + length:
+            kind, _, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
+            if kind == 1:
+                struct.pack_into("<HH", data, entry + 24, isa[1], isa[0])
+            entry += entry_header + payload
+        offset += header + length
+    module.write_bytes(bytes(data))
+
+
+@pytest.mark.slow
+def test_ptx_newer_than_the_matrixs_toolkit_is_rejected(built12: Built, tmp_path: Path, build_image: str) -> None:
+    tree = unpack(built12.wheel, tmp_path / "tree")
+    module = next(tree.rglob("_device.*.so"))
+    _with_ptx_isa(module, (9, 0))  # what CUDA 13.0's nvcc writes, in a wheel of the matrix's CUDA 12.4
+    (tmp_path / "out").mkdir()
+    wheel = pack(tree, tmp_path / "out")
+    matrix = matrix_for(built12.root, build_image)
+    status = main(["--root", str(built12.root), "smoke", str(wheel), "--image", build_image, "--matrix", str(matrix)])
+    assert status == 1
+    audit = audit_wheel(existing(wheel, built12.variant, build_image))
+    (problem,) = [p for p in audit.all_problems() if "ISA" in p]
+    assert problem.startswith(str(module.relative_to(tree))), problem
+    assert "PTX compute_90 of ISA 9.0, newer than CUDA 12.4's 8.4" in problem
+
+
+@pytest.mark.slow
+def test_an_architecture_the_module_lacks_is_rejected_by_name(built12: Built, tmp_path: Path, build_image: str) -> None:
+    """The recipe asks for sm_87 (which CUDA 12.4 targets) beside the defaults; the module was built without it."""
+    root = copy_inputs(built12.root, tmp_path / "project")
+    recipe = root / "recipes/cuprobe/recipe.yaml"
+    recipe.write_text(recipe.read_text() + "cuda_archs: {12: [70, 75, 80, 86, 87, 89, 90]}\n")
+    variant = next(v for v in make_plan(root, matrix_for(root, build_image), ["cuprobe"]).variants if v.major == 12)
+    audit = audit_wheel(existing(built12.wheel, variant, build_image))
+    (problem,) = audit.all_problems()
+    assert "_device" in problem and "has no SASS for sm_87 of the variant's architectures" in problem
+    # What the module does carry is in the report.
+    (device,) = [b for b in audit.binaries if b.gpu_code]
+    assert {entry["arch"] for entry in device.gpu_code} == {f"sm_{a}" for a in (70, 75, 80, 86, 89, 90)} | {
+        "compute_90"
+    }
