@@ -4,6 +4,7 @@ the factory builds it for CUDA 11.8, 12.4 and 13.0, and kernels this host's nvcc
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -85,6 +86,10 @@ def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
     archs = built.variant.cuda_archs
     assert {e.arch for e in entries if e.kind == "sass"} == set(archs)
     assert [e.arch for e in entries if e.kind == "ptx"] == [max(archs)]
+    # The report says what the wheel runs on.
+    (reported,) = json.loads((built.root / "dist" / "report.json").read_text())["wheels"]
+    isa = "{}.{}".format(*release.ptx_isa_version)
+    assert reported["gpu_code"] == {"sass": [f"sm_{a}" for a in archs], "ptx": [f"compute_{max(archs)} (ISA {isa})"]}
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,7 @@ class WheelRecord:
             "build_log": str(built.run.log) if built.run else "",
             "source_date_epoch": built.run.source_date_epoch if built.run else None,
             "toolkit": toolkit_json(built),
+            "gpu_code": gpu_code_json(built),
             "audit": audit,
             "smoke": [t.as_json() for t in self.smoke],
             "timings_s": built.timings,
@@ -79,6 +80,17 @@ def toolkit_json(built: BuiltWheel) -> dict[str, object]:
         "host_compiler": run.host_compiler if run else None,
         "allow_unsupported_compiler": variant.recipe.allow_unsupported_compiler,
         "compiler_cache": run.compiler_cache if run else None,
+    }
+
+
+def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
+    """What GPU code the wheel carries, over all its binaries: the SASS architectures (GPUs that run it natively)
+    and the PTX ones with their ISA versions (what newer GPUs JIT), each sorted by architecture."""
+    entries = {entry for binary in built.binaries.values() for entry in binary.fatbin}
+    ordered = sorted(entries, key=lambda e: (e.arch, e.suffix))
+    return {
+        "sass": list(dict.fromkeys(e.name for e in ordered if e.kind == "sass")),
+        "ptx": list(dict.fromkeys(f"{e.name} (ISA {e.as_json()['ptx_isa']})" for e in ordered if e.kind == "ptx")),
     }
 
 
