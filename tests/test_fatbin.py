@@ -16,10 +16,9 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from wheelfactory.audit import audit_wheel
-from wheelfactory.binaries.elf import DEVICE_CODE_SECTION, read_elf
+from wheelfactory.binaries.elf import DEVICE_CODE_SECTION
 from wheelfactory.binaries.fatbin import CONTAINER_MAGIC, DeviceCode
-from wheelfactory.binaries.pe import read_pe
-from wheelfactory.binaries.wheelfile import pack, unpack
+from wheelfactory.binaries.wheelfile import pack, read_device_code, unpack
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
 from wheelfactory.pipeline import existing
@@ -77,7 +76,7 @@ def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
 ) -> None:
     built: Built = request.getfixturevalue(f"built{major}")
     module = _device_module(built, tmp_path)
-    entries = read_elf(module).fatbin
+    entries = read_device_code(module, module.name, "linux")
     assert _as_cuobjdump_names(entries) == _listed(cuobjdump, module)
     assert [e.ptx_isa for e in entries if e.kind == "ptx"] == _ptx_versions(cuobjdump, module)
     # ...which is the ISA toolkits.yaml says the release writes.
@@ -114,7 +113,7 @@ def test_the_reader_agrees_with_cuobjdump_on_every_kind_of_entry(
     library = tmp_path / "k.so"
     command = [nvcc, "-shared", "-Xcompiler", "-fPIC", *options, "-o", str(library), str(tmp_path / "k.cu")]
     subprocess.run(command, check=True)
-    entries = read_elf(library).fatbin
+    entries = read_device_code(library, library.name, "linux")
     assert {e.name for e in entries} == expected
     assert _as_cuobjdump_names(entries) == _listed(cuobjdump, library)
     assert [e.ptx_isa for e in entries if e.kind == "ptx"] == _ptx_versions(cuobjdump, library)
@@ -150,8 +149,9 @@ def test_a_pe_files_fatbin_reads_as_the_elf_one(tmp_path: Path) -> None:
         ],
         check=True,
     )
-    assert read_pe(dll).fatbin == read_elf(elf).fatbin
-    assert {e.name for e in read_pe(dll).fatbin} == {"sm_80", "compute_80", "sm_90a"}
+    in_pe = read_device_code(dll, dll.name, "windows")
+    assert in_pe == read_device_code(elf, elf.name, "linux")
+    assert {e.name for e in in_pe} == {"sm_80", "compute_80", "sm_90a"}
 
 
 def _with_ptx_isa(module: Path, isa: tuple[int, int]) -> None:

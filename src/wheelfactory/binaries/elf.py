@@ -11,8 +11,6 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 from elftools.elf.sections import SymbolTableSection
 
-from .fatbin import DeviceCode, read_fatbin
-
 ELF_MAGIC = b"\x7fELF"
 # Where nvcc puts a module's device code (SASS and PTX): a binary without it carries no kernel of its own.
 DEVICE_CODE_SECTION = ".nv_fatbin"
@@ -31,7 +29,6 @@ class ElfInfo:
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)
     device_code: bool = False
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports: what makes it a Python extension
-    fatbin: tuple[DeviceCode, ...] = ()  # what its device code holds
 
 
 def is_elf(path: Path) -> bool:
@@ -45,14 +42,12 @@ def read_elf(path: Path) -> ElfInfo:
     runpath: list[str] = []
     version_needs: dict[str, frozenset[str]] = {}
     device_code = False
-    fatbin: list[DeviceCode] = []
     python_inits: list[str] = []
     with path.open("rb") as f:
         elf = ELFFile(f)
         for section in elf.iter_sections():
             if section.name == DEVICE_CODE_SECTION:
                 device_code = True
-                fatbin = read_fatbin(section.data())
             elif section.name == ".dynsym" and isinstance(section, SymbolTableSection):
                 python_inits += [
                     s.name
@@ -72,9 +67,14 @@ def read_elf(path: Path) -> ElfInfo:
             elif isinstance(section, GNUVerNeedSection):
                 for verneed, auxiliaries in section.iter_versions():
                     version_needs[str(verneed.name)] = frozenset(str(aux.name) for aux in auxiliaries)
-    return ElfInfo(
-        tuple(needed), tuple(rpath), tuple(runpath), version_needs, device_code, tuple(python_inits), tuple(fatbin)
-    )
+    return ElfInfo(tuple(needed), tuple(rpath), tuple(runpath), version_needs, device_code, tuple(python_inits))
+
+
+def device_code_sections(path: Path) -> list[bytes]:
+    """The bytes of the device-code section, where there is one."""
+    with path.open("rb") as f:
+        section = ELFFile(f).get_section_by_name(DEVICE_CODE_SECTION)
+        return [section.data()] if section is not None and section["sh_type"] != "SHT_NOBITS" else []
 
 
 def named_libraries(path: Path) -> frozenset[str]:

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pefile
 
-from .fatbin import DeviceCode, read_fatbin
-
 # nvcc's device-code section, as a PE image's 8-character section names cut it (.nv_fatbin).
 DEVICE_CODE_SECTION = ".nv_fatb"
 # Where a DLL keeps the names it opens with LoadLibrary (string constants, narrow or wide).
@@ -24,7 +22,6 @@ class PeInfo:
     delay_imports: tuple[str, ...]  # DLLs loaded at first call (delay-load table)
     device_code: bool = False
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports: what makes it a Python extension
-    fatbin: tuple[DeviceCode, ...] = ()  # what its device code holds
 
 
 def read_pe(path: Path) -> PeInfo:
@@ -39,11 +36,21 @@ def read_pe(path: Path) -> PeInfo:
         )
         imports = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", []))
         delayed = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []))
-        fatbins = [s for s in pe.sections if s.Name.rstrip(b"\0").decode(errors="replace") == DEVICE_CODE_SECTION]
-        inits = tuple(n for n in _export_names(pe) if n.startswith("PyInit_"))
-        # The section's bytes as the file holds them: its virtual size may pad it with zeros, not read here.
-        fatbin = tuple(e for s in fatbins for e in read_fatbin(s.get_data()[: s.Misc_VirtualSize or None]))
-        return PeInfo(imports, delayed, bool(fatbins), inits, fatbin)
+        device_code = any(s.Name.rstrip(b"\0").decode(errors="replace") == DEVICE_CODE_SECTION for s in pe.sections)
+        return PeInfo(imports, delayed, device_code, tuple(n for n in _export_names(pe) if n.startswith("PyInit_")))
+    finally:
+        pe.close()
+
+
+def device_code_sections(path: Path) -> list[bytes]:
+    """The bytes of each device-code section, as the file holds them (its virtual size may pad it with zeros)."""
+    pe = pefile.PE(str(path), fast_load=True)
+    try:
+        return [
+            s.get_data()[: s.Misc_VirtualSize or None]
+            for s in pe.sections
+            if s.Name.rstrip(b"\0").decode(errors="replace") == DEVICE_CODE_SECTION
+        ]
     finally:
         pe.close()
 

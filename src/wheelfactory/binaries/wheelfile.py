@@ -19,8 +19,10 @@ from packaging.version import Version
 
 from .. import host
 from ..components import OS, platforms
+from ..errors import ToolFailure
+from . import elf, pe
 from .elf import is_elf, read_elf
-from .fatbin import DeviceCode
+from .fatbin import DeviceCode, FatbinError, read_fatbin
 from .pe import read_pe
 
 
@@ -170,20 +172,30 @@ def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
             info.version_needs,
             info.device_code,
             info.python_inits,
-            info.fatbin,
+            read_device_code(path, member, "linux") if info.device_code else (),
         )
     if path.suffix.lower() not in (".pyd", ".dll"):
         return None
-    pe = read_pe(path)
+    found = read_pe(path)
     return Binary(
         member,
         "pe",
-        pe.imports,
-        pe.delay_imports,
-        device_code=pe.device_code,
-        python_inits=pe.python_inits,
-        fatbin=pe.fatbin,
+        found.imports,
+        found.delay_imports,
+        device_code=found.device_code,
+        python_inits=found.python_inits,
+        fatbin=read_device_code(path, member, "windows") if found.device_code else (),
     )
+
+
+def read_device_code(path: Path, member: str, os_name: OS) -> tuple[DeviceCode, ...]:
+    """Every entry of the binary's fatbin section(s): read for a wheel's binaries only (NVIDIA's libraries carry
+    hundreds of megabytes of it, which nothing here needs)."""
+    sections = elf.device_code_sections(path) if os_name == "linux" else pe.device_code_sections(path)
+    try:
+        return tuple(entry for section in sections for entry in read_fatbin(section))
+    except FatbinError as exc:
+        raise ToolFailure(f"{member}: its device code cannot be read — {exc}") from None
 
 
 def read_binaries(tree: Path, os_name: OS) -> dict[str, Binary]:

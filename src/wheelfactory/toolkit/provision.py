@@ -512,8 +512,9 @@ def _lowest(requirement: Requirement, os_name: OS, arch: str) -> Version:
 def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVersions) -> tuple[Path, ...]:
     """The NVIDIA wheels pip installs for `lines` (and for what they require), at the floors or the newest,
     downloaded into the cache's wheel folder: once a process, as every Python of a variant asks the same."""
-    pins = [f"{Requirement(line).name}=={_lowest(Requirement(line), os_name, arch)}" for line in lines]
-    constraints = pins if versions == "floors" else None
+    constraints = None  # the newest: as pip resolves them
+    if versions == "floors":
+        constraints = [f"{Requirement(line).name}=={_lowest(Requirement(line), os_name, arch)}" for line in lines]
     with step(f"download NVIDIA's wheels at the {versions} of {', '.join(lines)}"), host.cache_lock("wheels"):
         return tuple(_download(list(lines), os_name, arch, host.cache_dir() / "wheels", constraints))
 

@@ -57,8 +57,9 @@ def read_needs(site: Path, wheels: list[Path], major: int, os: OS) -> list[Need]
     for component in runtime:
         for library in _library_files(site, component, major, os):
             if os == "linux":
-                linked = set(read_elf(library).needed) if is_elf(library) else set()
-                named = named_libraries(library) if is_elf(library) else frozenset()
+                elf = is_elf(library)
+                linked = set(read_elf(library).needed) if elf else set()
+                named = named_libraries(library) if elf else frozenset()
             else:
                 info = read_pe(library)
                 linked, named = {*info.imports, *info.delay_imports}, named_dlls(library)
