@@ -7,7 +7,7 @@ import fnmatch
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from wheelfactory.components import component_table, toolkit_table
+from wheelfactory.components import component_table, gpu_generations, toolkit_table
 
 # (component, major) -> distribution, Linux lib dir, a soname, Windows DLL dir, a DLL name; None = no wheel.
 VERIFIED = {
@@ -175,8 +175,22 @@ def test_every_release_lists_its_architectures_and_the_defaults_are_among_them()
     table = toolkit_table()
     for release, settings in table.releases.items():
         assert settings.archs == tuple(sorted(set(settings.archs))), release
-    for major, archs in table.cuda_archs.items():
-        for release in (r for r in table.releases if r.startswith(f"{major}.")):
-            missing = set(archs) - set(table.releases[release].archs)
-            assert not missing, f"CUDA {major} defaults {sorted(missing)} are not in {release}'s list"
+    for release, settings in table.releases.items():
+        missing = set(settings.cuda_archs) - set(settings.archs)
+        assert not missing, f"CUDA {release} defaults {sorted(missing)} are not in its list"
+        assert settings.cuda_archs == tuple(sorted(settings.cuda_archs)), release
     assert 101 in table.releases["12.9"].archs and 101 not in table.releases["13.0"].archs  # renamed sm_110
+
+
+def test_cuda_12_defaults_reach_blackwell_where_nvcc_does() -> None:
+    """12.9's nvcc targets Blackwell: its defaults carry sm_100 and sm_120 as SASS, so Blackwell users on the
+    R570 branch (CUDA 12.8's) need not JIT 12.9's compute_90 PTX, which their driver rejects."""
+    releases = toolkit_table().releases
+    assert {100, 120} <= set(releases["12.9"].cuda_archs) and max(releases["12.9"].cuda_archs) == 120
+    assert {100, 120} <= set(releases["13.0"].cuda_archs)
+
+
+def test_every_default_architecture_has_a_generation_in_words() -> None:
+    generations = gpu_generations()
+    for settings in toolkit_table().releases.values():
+        assert set(settings.archs) <= set(generations)

@@ -119,8 +119,13 @@ class _Checker:
     def allowed(self, audit: BinaryAudit) -> list[str]:
         """What the binary may link: its module's policy, or for a shared library the recipe's
         shared_libraries policy (none: no CUDA library)."""
+        if self.variant.device_code_archs(_binary_name(audit)) is not None and not audit.device_code:
+            audit.problems.append(
+                "carries no device code (no fatbin section), yet the recipe's device_code requires it: the build "
+                "left CUDA out — look in the build log for CUDA or nvcc not being found"
+            )
         if audit.module is None:
-            name = _unvendored(Path(audit.member).name)
+            name = _binary_name(audit)
             if _is_cuda(name, self.variant.major, self.os):
                 audit.problems.append(
                     "a CUDA library is bundled in the wheel — it must come from NVIDIA's wheels "
@@ -135,18 +140,13 @@ class _Checker:
                 'link (or give a "*" default)'
             )
             return []
-        if self.variant.needs_device_code(audit.module) and not audit.device_code:
-            audit.problems.append(
-                "carries no device code (no fatbin section), yet the recipe's device_code requires it: the build "
-                "left CUDA out — look in the build log for CUDA or nvcc not being found"
-            )
         return policy
 
     def gpu_code(self, audit: BinaryAudit, entries: tuple[DeviceCode, ...]) -> None:
         """Judge the binary's GPU code against the matrix's toolkit release: nothing newer than it (a driver of
         that release rejects newer PTX: "compiled with an unsupported toolchain"), nothing it cannot target; and
-        a device_code module's against the variant's architectures: SASS for each, PTX for the newest, so that
-        GPUs newer than the toolkit can JIT it."""
+        a device_code binary's (module or shared library) against the variant's architectures, or those its
+        device_code_archs narrow it to: SASS for each, PTX for the newest, so that newer GPUs can JIT it."""
         release = self.variant.cuda.toolkit
         known = toolkit_table().releases[release]
         audit.gpu_code = [entry.as_json() for entry in entries]
@@ -164,21 +164,22 @@ class _Checker:
                 )
             if entry.arch not in known.archs:
                 audit.problems.append(f"carries {entry.name}, which CUDA {release}'s nvcc cannot target")
-        if audit.module is None or not self.variant.needs_device_code(audit.module) or not entries:
+        archs = self.variant.device_code_archs(_binary_name(audit))
+        if not archs or not entries:
             return
-        archs = self.variant.cuda_archs
+        whose = "the variant's" if archs == self.variant.cuda_archs else "its device_code_archs'"
         native = {entry.arch for entry in entries if entry.kind == "sass"}
         missing = [f"sm_{arch}" for arch in archs if arch not in native]
         if missing:
             audit.problems.append(
-                f"has no SASS for {', '.join(missing)} of the variant's architectures "
+                f"has no SASS for {', '.join(missing)} of {whose} architectures "
                 f"({', '.join(f'sm_{a}' for a in archs)}): those GPUs would find no kernel image — compile with "
-                "$NVCC_GENCODE (or $CMAKE_CUDA_ARCHITECTURES)"
+                "$NVCC_GENCODE (or $CMAKE_CUDA_ARCHITECTURES), or narrow the module's device_code_archs"
             )
         newest = max(archs)
         if not any(e.kind == "ptx" and e.arch == newest and not e.suffix for e in entries):
             audit.problems.append(
-                f"has no PTX for compute_{newest}, the newest of the variant's architectures: GPUs newer than "
+                f"has no PTX for compute_{newest}, the newest of {whose} architectures: GPUs newer than "
                 f"sm_{newest} could not JIT it — compile with $NVCC_GENCODE, which adds it"
             )
 
@@ -208,6 +209,12 @@ class _Checker:
             audit.problems.append(f"needs CUDA library {library}, which no allowed component provides")
             return True
         return False
+
+
+def _binary_name(audit: BinaryAudit) -> str:
+    """What the recipe calls a binary: an extension module by its dotted name, a shared library by its file name
+    (without the suffix a repair vendoring it adds)."""
+    return audit.module or _unvendored(Path(audit.member).name)
 
 
 def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platform_tag: str, python: str) -> BinaryAudit:

@@ -173,6 +173,16 @@ class DebianRelease(_Frozen):
     packages: dict[str, str]  # package -> the version prefix it must carry (upstream version and '~' release)
 
 
+class DriverVersions(_Frozen):
+    """An NVIDIA driver version per OS, "580.65.06"."""
+
+    linux: str
+    windows: str
+
+    def on(self, os: OS) -> str:
+        return self.linux if os == "linux" else self.windows
+
+
 class ToolkitRelease(_Frozen):
     nvcc: tuple[NvccSource, ...]  # where nvcc comes from, in order of preference
     redist: str | None = None  # the release label of NVIDIA's redistributable archives, e.g. 12.4.1
@@ -181,6 +191,8 @@ class ToolkitRelease(_Frozen):
     msvc: str  # the newest MSVC toolset (14.XY) this release's nvcc accepts
     archs: tuple[int, ...]  # every sm_XY this release's nvcc compiles for (data/gpu_archs.yaml)
     ptx_isa: str  # the PTX ISA version its nvcc writes, "8.4"
+    driver: DriverVersions  # the oldest driver of its GA: what its PTX needs to JIT
+    cuda_archs: tuple[int, ...]  # default GPU architectures of a variant built with it
 
     @property
     def ptx_isa_version(self) -> tuple[int, int]:
@@ -212,7 +224,7 @@ class Tool(_Frozen):
 
 class ToolkitTable(_Frozen):
     releases: dict[str, ToolkitRelease]
-    cuda_archs: dict[int, tuple[int, ...]]  # default GPU architectures per CUDA major
+    minor_version_drivers: dict[int, DriverVersions]  # the oldest driver that runs any release of a major
     compiler_cache: Tool
     redist: RedistSettings
     debian: DebianSettings
@@ -235,6 +247,14 @@ def toolkit_table() -> ToolkitTable:
     for release, settings in data["releases"].items():
         settings["archs"] = archs[release]  # a release without its list is a KeyError here, at first use
     return ToolkitTable.model_validate(data)
+
+
+@cache
+def gpu_generations() -> dict[int, tuple[str, str]]:
+    """sm_XY -> (generation, example GPUs), from data/gpus.yaml."""
+    raw = _data("gpus.yaml")
+    assert isinstance(raw, dict)
+    return {int(arch): (str(generation), str(examples)) for arch, (generation, examples) in raw.items()}
 
 
 @cache

@@ -11,6 +11,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -19,8 +20,10 @@ from .components import OS, component_table, platforms, toolkit_table
 from .errors import InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
 
+T = TypeVar("T")
 
-def _most_specific(policies: dict[str, list[str]], name: str) -> list[str] | None:
+
+def _most_specific(policies: dict[str, list[T]], name: str) -> list[T] | None:
     """The policy of the most specific pattern matching `name`: an exact name first, then the pattern with the
     most characters that are no wildcard."""
     matching = [pattern for pattern in policies if fnmatch.fnmatchcase(name, pattern)]
@@ -85,8 +88,14 @@ class Variant:
         """What a shared library that is no extension module may link (the recipe's shared_libraries)."""
         return _most_specific(self.recipe.shared_libraries, file_name)
 
-    def needs_device_code(self, module: str) -> bool:
-        return any(fnmatch.fnmatchcase(module, pattern) for pattern in self.recipe.device_code)
+    def device_code_archs(self, name: str) -> tuple[int, ...] | None:
+        """The architectures a binary (an extension module's dotted name, or a shared library's file name) must
+        carry SASS for, the newest also as PTX: the variant's, or those of them the recipe's device_code_archs
+        narrows it to. None where the recipe's device_code does not name it."""
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.recipe.device_code):
+            return None
+        narrowed = _most_specific(self.recipe.device_code_archs, name)
+        return self.cuda_archs if narrowed is None else tuple(a for a in self.cuda_archs if a in narrowed)
 
     @property
     def environment(self) -> dict[str, str]:
@@ -119,8 +128,9 @@ class Variant:
 
     @property
     def cuda_archs(self) -> tuple[int, ...]:
-        """The GPU architectures device code is compiled for: the recipe's for this major, else the default."""
-        archs = self.recipe.cuda_archs.get(self.major) or toolkit_table().cuda_archs[self.major]
+        """The GPU architectures device code is compiled for: the recipe's for this major, else the toolkit
+        release's default."""
+        archs = self.recipe.cuda_archs.get(self.major) or toolkit_table().releases[self.cuda.toolkit].cuda_archs
         return tuple(sorted(archs))
 
 

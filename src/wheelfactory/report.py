@@ -13,6 +13,7 @@ from rich.table import Table
 from . import host
 from .audit import WheelAudit
 from .built import BuiltWheel
+from .gpus import minimum_driver, runs_on
 from .progress import console
 from .smoke import TierResult
 
@@ -85,12 +86,21 @@ def toolkit_json(built: BuiltWheel) -> dict[str, object]:
 
 def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
     """What GPU code the wheel carries, over all its binaries: the SASS architectures (GPUs that run it natively)
-    and the PTX ones with their ISA versions (what newer GPUs JIT), each sorted by architecture."""
+    and the PTX ones with their ISA versions (what newer GPUs JIT), each sorted by architecture; the GPUs that
+    means in words, and the oldest NVIDIA driver that runs it."""
     entries = {entry for binary in built.binaries.values() for entry in binary.fatbin}
     ordered = sorted(entries, key=lambda e: (e.arch, e.suffix))
+    ptx = [e for e in ordered if e.kind == "ptx"]
+    isas = sorted({e.ptx_isa for e in ptx if e.ptx_isa})
+    floor = minimum_driver(built.variant.major, isas, built.name.os)
     return {
         "sass": list(dict.fromkeys(e.name for e in ordered if e.kind == "sass")),
-        "ptx": list(dict.fromkeys(f"{e.name} (ISA {e.as_json()['ptx_isa']})" for e in ordered if e.kind == "ptx")),
+        "ptx": list(dict.fromkeys(f"{e.name} (ISA {e.as_json()['ptx_isa']})" for e in ptx)),
+        "ptx_isa": "{}.{}".format(*isas[-1]) if isas else None,
+        "runs_on": runs_on(
+            sorted({e.arch for e in ordered if e.kind == "sass" and not e.suffix}), sorted({e.arch for e in ptx})
+        ),
+        "minimum_driver": {"version": floor.version, "why": floor.why} if entries else None,
     }
 
 

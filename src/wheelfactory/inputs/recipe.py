@@ -113,8 +113,12 @@ class Recipe(Strict):
     # Extension module (dotted name, or an fnmatch pattern such as "cupy._core.*" or "*") -> the components it
     # may link. The most specific pattern that matches a module decides.
     modules: dict[str, list[str]]
-    # Modules (patterns) that must carry device code: a build that quietly left CUDA out is refused.
+    # Modules (patterns), or shared libraries' file names (patterns of shared_libraries), that must carry device
+    # code for the variant's architectures: a build that quietly left CUDA out, or left a GPU out, is refused.
     device_code: list[str] = []
+    # A device_code binary (pattern) built on purpose for fewer architectures (e.g. a Hopper-only kernel: [90,
+    # 100, 120]): it must carry SASS for those of the variant's that are listed here, PTX for the newest of them.
+    device_code_archs: dict[str, list[int]] = {}
     # Shared libraries that are not extension modules (file-name patterns) -> the components they may link.
     shared_libraries: dict[str, list[str]] = {}
     # Requires-Dist besides the NVIDIA wheels; a mapping {major: requirement} is a requirement of that major only.
@@ -185,10 +189,23 @@ def check_recipe(
         ({"platforms"}, lambda: _check_platforms(recipe, src)),
         ({"cuda", "platforms"}, lambda: _check_cells(recipe, src, matrix, majors)),
         ({"cuda", "cuda_archs"}, lambda: _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})),
+        (
+            {"cuda", "cuda_archs", "device_code", "device_code_archs"},
+            lambda: _check_device_code_archs(recipe, src, {m: majors[m].toolkit for m in wanted}),
+        ),
         ({"cuda", "platforms", "components", "optional"}, lambda: _check_components(recipe, src, built_platforms)),
         ({"import", "packages"}, lambda: _check_packages(recipe, src)),
         (
-            {"import", "packages", "modules", "device_code", "components", "optional"},
+            {
+                "import",
+                "packages",
+                "modules",
+                "device_code",
+                "device_code_archs",
+                "shared_libraries",
+                "components",
+                "optional",
+            },
             lambda: _check_modules(recipe, src),
         ),
         ({"shared_libraries", "components", "optional"}, lambda: _check_shared_libraries(recipe, src)),
@@ -521,17 +538,43 @@ def _check_modules(recipe: Recipe, src: SourceMap) -> list[Problem]:
             problems += _check_pattern(module, packages, ("modules", module), src)
         problems += _check_allowed(recipe, allowed, ("modules", module), module, src)
     for i, pattern in enumerate(recipe.device_code if valid_import else []):
+        if _overlaps(pattern, list(recipe.shared_libraries)):
+            continue  # a shared library's file name, not a module
         outside = [
             src.problem(("device_code", i), p.message.split(": ", 1)[-1])
             for p in _check_pattern(pattern, packages, ("device_code", i), src)
         ]
         declared = list(recipe.modules)
-        if not outside and not any(
-            fnmatch.fnmatchcase(m, pattern) or fnmatch.fnmatchcase(pattern, m) for m in declared
-        ):
-            hint = did_you_mean(pattern, declared) if declared else "declare it in modules"
-            outside.append(src.problem(("device_code", i), f"{pattern!r} matches no module in modules — {hint}"))
+        if not outside and not _overlaps(pattern, declared):
+            hint = did_you_mean(pattern, declared) if declared else "declare it in modules (or shared_libraries)"
+            message = f"{pattern!r} matches no module in modules and no library in shared_libraries — {hint}"
+            outside.append(src.problem(("device_code", i), message))
         problems += outside
+    for pattern in recipe.device_code_archs:
+        if not _overlaps(pattern, recipe.device_code):
+            hint = did_you_mean(pattern, recipe.device_code) if recipe.device_code else "add it to device_code"
+            message = f"{pattern!r} is in no device_code entry: only device code the audit checks is narrowed — {hint}"
+            problems.append(src.problem(("device_code_archs", pattern), message, key=True))
+    return problems
+
+
+def _overlaps(pattern: str, others: list[str]) -> bool:
+    """Whether a pattern and one of `others` (names or patterns) match each other."""
+    return any(fnmatch.fnmatchcase(o, pattern) or fnmatch.fnmatchcase(pattern, o) for o in others)
+
+
+def _check_device_code_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> list[Problem]:
+    """A narrowed binary keeps at least one of each built major's architectures."""
+    problems = []
+    for pattern, archs in recipe.device_code_archs.items():
+        for major, release in toolkits.items():
+            variant_archs = recipe.cuda_archs.get(major) or (
+                toolkit_table().releases[release].cuda_archs if release in toolkit_table().releases else ()
+            )
+            if variant_archs and not set(archs) & set(variant_archs):
+                listed = ", ".join(f"sm_{a}" for a in variant_archs)
+                message = f"keeps none of CUDA {major}'s architectures ({listed}) — list at least one of them"
+                problems.append(src.problem(("device_code_archs", pattern), message))
     return problems
 
 

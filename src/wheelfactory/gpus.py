@@ -1,0 +1,68 @@
+"""What GPUs and drivers a set of device code serves, in words and in driver versions: for the report and the
+variant module, from data/gpus.yaml and data/toolkits.yaml.
+
+SASS for sm_XY runs on GPUs of compute capability X.Y and later minors of the same X (sm_80 code runs on sm_86);
+an `a`/`f` variant only on its own architecture (`f`: its family). PTX for compute_XY is compiled by the driver
+for any GPU of capability XY or newer, if the driver knows the PTX's ISA: PTX needs the driver of the release
+that wrote it, SASS only the major's minor-version-compatibility floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from .components import OS, gpu_generations, toolkit_table
+
+
+def generation(arch: int) -> str:
+    """The GPU generation of an architecture number, or "sm_XY" where the table does not know it."""
+    known = gpu_generations().get(arch)
+    return known[0] if known else f"sm_{arch}"
+
+
+def runs_on(sass: list[int], ptx: list[int]) -> str:
+    """In words: the generations that run the SASS natively, and what the PTX lets newer GPUs JIT."""
+    if not sass and not ptx:
+        return "no GPU code"
+    parts = []
+    if sass:
+        low, high = generation(min(sass)), generation(max(sass))
+        span = low if low == high else f"{low} to {high}"
+        parts.append(f"{span} natively (sm_{min(sass)}–sm_{max(sass)})" if len(sass) > 1 else f"{span} natively")
+    if ptx:
+        newest = max(ptx)
+        newer = "newer GPUs" if sass else f"{generation(newest)} and newer GPUs"
+        parts.append(f"{newer} via JIT of compute_{newest}")
+    else:
+        parts.append("nothing newer (no PTX)")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class DriverFloor:
+    version: str
+    why: str
+
+
+def minimum_driver(major: int, ptx_isas: list[tuple[int, int]], os: OS) -> DriverFloor:
+    """The oldest driver that runs the code: the major's minor-version floor, raised to the driver of the release
+    whose PTX ISA is the newest carried (a driver older than that rejects the PTX: "unsupported toolchain")."""
+    table = toolkit_table()
+    floor = table.minor_version_drivers[major].on(os)
+    why = f"CUDA {major}.x minor version compatibility"
+    if ptx_isas:
+        newest = max(ptx_isas)
+        # The first release whose nvcc writes this ISA or a newer one: its driver reads the PTX.
+        releases = sorted(
+            (r for r in table.releases.values() if r.ptx_isa_version >= newest), key=lambda r: r.ptx_isa_version
+        )
+        if releases and Version(releases[0].driver.on(os)) > Version(floor):
+            floor = releases[0].driver.on(os)
+            why = f"PTX ISA {newest[0]}.{newest[1]} needs the driver of CUDA {_release_of(releases[0].ptx_isa)}"
+    return DriverFloor(floor, why)
+
+
+def _release_of(ptx_isa: str) -> str:
+    return next(name for name, r in toolkit_table().releases.items() if r.ptx_isa == ptx_isa)
