@@ -326,7 +326,10 @@ def test_generated_code_runs_nothing_whatever_the_strings_it_carries(
     creating nothing, and carries the strings unchanged; the pyproject is TOML that keeps them exactly."""
     plan = make_plan(project)
     variant = next(v for v in plan.variants if v.dist_name == "cuprobe-cuda12x")
-    context = template_context(variant, hostile, project, source_tree(variant.recipe.source, variant.recipe_dir))
+    siblings = [v for v in plan.variants if v.recipe.name == "cuprobe" and v.major != 12]
+    context = template_context(
+        variant, hostile, project, source_tree(variant.recipe.source, variant.recipe_dir), siblings
+    )
     context.update(
         recipe_file=hostile, dist_name=hostile, module_name=hostile, toolkit=hostile, gpu_checks=[(hostile, hostile)]
     )

@@ -20,10 +20,10 @@ from wheelfactory.errors import ToolFailure
 from wheelfactory.toolkit import runtime_needs
 from wheelfactory.toolkit.runtime_needs import check_needs, read_needs
 
-# The companions the issue names (nvJitLink under cuSPARSE and cuFFT, cuBLAS and cuSPARSE under cuSOLVER), per
-# major: small wheels, no cuBLAS (600 MB) among them.
+# The companions the issue names (nvJitLink under cuSPARSE and cuFFT, cuBLAS and cuSPARSE under cuSOLVER, NVRTC's
+# builtins), per major: small wheels, no cuBLAS (600 MB) among them.
 RELEASES = {11: "11.8", 12: "12.4", 13: "13.0"}
-COMPONENTS = ("cusparse", "cufft", "cusolver")
+COMPONENTS = ("cusparse", "cufft", "cusolver", "nvrtc")
 
 
 @pytest.fixture(scope="module", params=sorted(RELEASES))
@@ -67,6 +67,27 @@ def test_the_tables_needs_cover_what_nvidias_binaries_load(unpacked: tuple[int, 
     else:
         assert not any(n.needed == "nvjitlink" for n in found), "CUDA 11 has no nvJitLink"
         assert ("cusolver", "cublas") in seen
+    # NVRTC opens its builtins by name, from its own wheel: what the variant module loads beside it.
+    builtins = {n.opened for n in found if n.component == "nvrtc" and n.opened}
+    assert any(name.startswith(f"libnvrtc-builtins.so.{major}.") for name in builtins if name), builtins
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unpacked", [13], indirect=True)
+def test_a_table_whose_opens_leave_nvrtcs_builtins_out_stops_provisioning(
+    unpacked: tuple[int, Path, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    major, site, wheels = unpacked
+    data = component_table().model_dump()
+    data["components"]["nvrtc"]["majors"][major]["linux"]["opens"] = ("libnvrtc-builtins.so.13.*",)
+    monkeypatch.setattr(runtime_needs, "component_table", lambda: ComponentTable.model_validate(data))
+    with pytest.raises(ToolFailure) as failure:
+        check_needs(read_needs(site, wheels, major, "linux"), major, "linux")
+    # 13.0's wheel carries an .alt NVRTC whose own builtins the table must name too.
+    assert (
+        "nvrtc's linux `opens` leave out libnvrtc-builtins.alt.so.13.0 under CUDA 13 "
+        "(libnvrtc.alt.so.13 opens libnvrtc-builtins.alt.so.13.0 by name)" in str(failure.value)
+    )
 
 
 @pytest.mark.slow

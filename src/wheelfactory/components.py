@@ -25,10 +25,14 @@ class Layout(_Frozen):
     lib_dir: str | None = None  # Linux shared libraries
     dll_dir: str | None = None  # Windows DLLs
     libraries: tuple[str, ...] = ()  # sonames / DLL names (fnmatch patterns)
+    opens: tuple[str, ...] = ()  # those of them the first opens by name at run time, from its own folder
     include_dirs: tuple[str, ...] = ()
     import_libs: tuple[str, ...] = ()
     # CUDA_HOME subdirectory -> site-packages directory whose files it holds (nvcc's bin/, nvvm/)
     prefix_dirs: dict[str, str] = {}
+
+    def opened(self, library: str, os: OS) -> bool:
+        return any(_matches(library, pattern, os) for pattern in self.opens)
 
 
 class ComponentMajor(_Frozen):

@@ -23,8 +23,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .components import OS, component_table, platforms
+from .components import OS, component_table, gpu_generations, platforms, toolkit_table
 from .errors import InputError, Problem, UserError
+from .gpus import minimum_driver, runs_on
 from .plan import Plan, Variant
 from .source_metadata import (
     Readme,
@@ -247,7 +248,10 @@ def merged_classifiers(source: list[str], variant: list[str]) -> list[str]:
     return list(dict.fromkeys([*kept, *added]))
 
 
-def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path) -> dict[str, object]:
+def template_context(
+    variant: Variant, matrix_file: str, root: Path, tree: Path, siblings: list[Variant]
+) -> dict[str, object]:
+    """What the templates render for a variant; `siblings`, the recipe's variants of the other CUDA majors."""
     by_os: dict[str, list[str]] = {"linux": [], "windows": []}
     for name in variant.platforms():
         by_os[platforms()[name].os].append(name)
@@ -318,8 +322,12 @@ def template_context(variant: Variant, matrix_file: str, root: Path, tree: Path)
         "dynamic": setup_py_fields(tree),
         "gpu_checks": [(check.name, check.run) for check in variant.recipe.gpu_checks],
         "module_name": f"{variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}",
-        "components": _component_specs(variant, optional=False),
-        "optional": _component_specs(variant, optional=True),
+        "components": _component_specs(variant, variant.components(optional=False)),
+        "optional": _component_specs(variant, variant.components(optional=True)),
+        "needed": _component_specs(
+            variant, [n for n in variant.runtime_closure(variant.declared) if n not in variant.declared]
+        ),
+        **gpu_code_context(variant, siblings),
     }
 
 
@@ -342,20 +350,54 @@ def environment(root: Path) -> jinja2.Environment:
     return env
 
 
-def _component_specs(variant: Variant, *, optional: bool) -> dict[str, dict[str, object]]:
-    """What the variant module needs of each component: its distribution, and per OS its folder in
-    site-packages and its library files (the component's own first)."""
+def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, object]]:
+    """What the variant module needs of each component: its distribution, the components its libraries load at
+    run time (`needs`), and per OS its folder in site-packages, its library files (the component's own first) and
+    those of them it opens by name (`opens`)."""
+    table = component_table()
     specs: dict[str, dict[str, object]] = {}
-    for name in variant.components(optional=optional):
-        entry = component_table().get(name, variant.major)
+    for name in names:
+        entry = table.get(name, variant.major)
         assert entry is not None
         linux, windows = entry.linux, entry.windows
         specs[name] = {
             "distribution": entry.distribution,
-            "linux": (linux.lib_dir, tuple(linux.libraries)) if linux and linux.lib_dir else None,
-            "windows": (windows.dll_dir, tuple(windows.libraries)) if windows and windows.dll_dir else None,
+            "needs": tuple(n for n in variant.runtime_closure([name]) if n != name),
+            "linux": (linux.lib_dir, linux.libraries, linux.opens) if linux and linux.lib_dir else None,
+            "windows": (windows.dll_dir, windows.libraries, windows.opens) if windows and windows.dll_dir else None,
         }
     return specs
+
+
+def gpu_code_context(variant: Variant, siblings: list[Variant]) -> dict[str, object]:
+    """What the variant module says of the GPUs the build serves: the device code planned (the audit holds each
+    device_code binary to it), the oldest driver per OS, and the same for the recipe's other CUDA majors, so
+    that a GPU this variant has no code for is pointed at one that has."""
+
+    def planned(v: Variant) -> dict[str, object]:
+        release = toolkit_table().releases[v.cuda.toolkit]
+        return {
+            "dist_name": v.dist_name,
+            "toolkit": v.cuda.toolkit,
+            "sass": list(v.cuda_archs),
+            "ptx": [max(v.cuda_archs)],
+            "ptx_isa": release.ptx_isa,
+            "minimum_driver": {
+                os: minimum_driver(v.major, [release.ptx_isa_version], os).version for os in ("linux", "windows")
+            },
+            "sass_driver": {os: minimum_driver(v.major, [], os).version for os in ("linux", "windows")},
+        }
+
+    return {
+        "gpu_code": planned(variant),
+        "narrowed": {
+            pattern: [a for a in variant.cuda_archs if a in kept]
+            for pattern, kept in variant.recipe.device_code_archs.items()
+        },
+        "other_variants": {v.major: planned(v) for v in siblings},
+        "generations": {arch: generation for arch, (generation, _) in sorted(gpu_generations().items())},
+        "runs_on": runs_on(list(variant.cuda_archs), [max(variant.cuda_archs)]),
+    }
 
 
 def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
@@ -366,7 +408,8 @@ def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
     rendered = []
     for variant in plan.variants:
         tree = source_tree(variant.recipe.source, variant.recipe_dir)
-        context = template_context(variant, matrix_file, root, tree)
+        siblings = [v for v in plan.variants if v.recipe.name == variant.recipe.name and v.major != variant.major]
+        context = template_context(variant, matrix_file, root, tree, siblings)
         generated = template.render(context)
         source = tree / "pyproject.toml"
         pyproject = _rewrite(SourceText.read(source, root), generated, variant, tree) if source.is_file() else generated

@@ -13,7 +13,9 @@ allows: a module that opens CUDA lazily must import without it.
    they come from the toolkit cache, mounted at the venv's site-packages/nvidia rather than installed again —
    then the wheel itself: every binary loads, its CUDA libraries are the venv's (RPATH at work, no
    LD_LIBRARY_PATH), the driver is not loaded, and the recipe's commands succeed. A binary that links the driver
-   eagerly fails here too, and the check records the error it gives.
+   eagerly fails here too, and the check records the error it gives. Where the wheel uses NVRTC, a kernel is
+   compiled to CUBIN (no GPU needed) while a decoy system copy of NVRTC's builtins is registered with ldconfig
+   in the container: the builtins NVRTC opens must come from the layout's NVIDIA wheels all the same.
 3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
 
 Each tier's checks run in one call into the machine (data/../smoke_probe.py), each check in a fresh interpreter.
@@ -54,6 +56,20 @@ from .toolkit.provision import NvidiaVersions, nvidia_requirements, nvidia_wheel
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
 SMOKE_CONTAINER_LIFETIME_S = 3600
+# Where a smoke container keeps its decoy system CUDA (registered with ldconfig).
+DECOY_CUDA = "/opt/decoy-cuda/lib64"
+# Compiles a kernel with NVRTC to CUBIN, which needs no GPU: NVRTC opens its builtins then. Formatted with the
+# package (imported first: its variant module loads NVRTC), NVRTC's library file and the architecture.
+NVRTC_COMPILE = """import ctypes, {package}
+nvrtc = ctypes.CDLL("{library}")
+program = ctypes.c_void_p()
+source = b'extern "C" __global__ void scale(float *x, float a) {{ x[threadIdx.x] *= a; }}'
+assert nvrtc.nvrtcCreateProgram(ctypes.byref(program), source, b"scale.cu", 0, None, None) == 0
+status = nvrtc.nvrtcCompileProgram(program, 1, (ctypes.c_char_p * 1)(b"-arch=sm_{arch}"))
+size = ctypes.c_size_t()
+nvrtc.nvrtcGetCUBINSize(program, ctypes.byref(size))
+assert status == 0 and size.value > 0, f"NVRTC failed: status {{status}}, CUBIN of {{size.value}} bytes"
+"""
 
 
 @dataclass
@@ -125,9 +141,18 @@ class ContainerMachine:
     """
 
     def __init__(
-        self, image: str, wheel: Path, runtimes: dict[NvidiaVersions, Path], python: str, requirements: Path | None
+        self,
+        image: str,
+        wheel: Path,
+        runtimes: dict[NvidiaVersions, Path],
+        python: str,
+        requirements: Path | None,
+        decoys: tuple[str, ...] = (),
     ) -> None:
         self.engine = host.container_engine()
+        # Files of the runtime sites (patterns under their nvidia/) copied into a system folder registered with
+        # ldconfig, as a CUDA toolkit install registers its own: what the system's loader would find first.
+        self.decoys = decoys
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
         self.runtimes = runtimes  # on the host: the NVIDIA wheels the layouts mount
@@ -179,6 +204,12 @@ class ContainerMachine:
             '[ -x "$venv/bin/python" ] || { echo "no venv $venv" >&2; exit 1; }; done && '
             f"mkdir -p /smoke/target && {link}"
         )
+        if self.decoys:
+            copies = " ".join(f"/smoke/runtime/{v}/nvidia/{p}" for v in self.runtimes for p in self.decoys)
+            script += (
+                f' && mkdir -p {DECOY_CUDA} && for f in {copies}; do [ ! -e "$f" ] || cp "$f" {DECOY_CUDA}/ '
+                f"|| exit 1; done && echo {DECOY_CUDA} > /etc/ld.so.conf.d/000-decoy-cuda.conf && ldconfig"
+            )
         created = self._exec(["sh", "-c", script])
         if created.returncode != 0:
             raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
@@ -447,6 +478,7 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
         (command, {"command": shlex.split(command), "pythonpath": layout.pythonpath})
         for command in smoke_spec.with_cuda
     ]
+    checks += nvrtc_compile(built, site, pythonpath)
     if layout.name == "target":  # the CUDA wheels are not in the venv: pip must not look for them there
         installs = _alone(machine, built)
     else:
@@ -456,6 +488,32 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
         installs = [[*found, with_extras(machine.wheel, sorted(extras(built.variant)))]]
     result = TierResult(2, layout.name, layout.versions)
     return _run_tier(result, machine, layout.python, installs, checks, installed)
+
+
+def nvrtc_compile(built: BuiltWheel, site: str, pythonpath: str | None) -> list[tuple[str, dict[str, object]]]:
+    """Where the wheel uses NVRTC (or a component it needs does): a kernel compiled to CUBIN after importing the
+    package, with every CUDA library mapped — NVRTC's builtins, opened by name, included — from under `site`."""
+    variant = built.variant
+    if "nvrtc" not in variant.runtime_closure(variant.components(optional=False)):
+        return []
+    entry = component_table().get("nvrtc", variant.major)
+    layout = entry.layout(built.name.os) if entry else None
+    if layout is None:
+        return []
+    arch = max(variant.cuda_archs)
+    statement = NVRTC_COMPILE.format(package=variant.recipe.import_name, library=layout.libraries[0], arch=arch)
+    _, spec = _expect(statement, "ok", site=site, pythonpath=pythonpath)
+    return [(f"NVRTC compiles a kernel to CUBIN for sm_{arch}, its builtins from this layout → ok", spec)]
+
+
+def nvrtc_decoys(variant: Variant) -> tuple[str, ...]:
+    """NVRTC's builtins under a runtime site's nvidia/ (patterns), for the decoy system copy."""
+    entry = component_table().get("nvrtc", variant.major)
+    layout = entry.linux if entry else None
+    if layout is None or layout.lib_dir is None or "nvrtc" not in variant.runtime_closure(variant.declared):
+        return ()
+    folder = layout.lib_dir.removeprefix("nvidia/")
+    return tuple(f"{folder}/{pattern}" for pattern in layout.opens)
 
 
 def tier3(wheel: Path, variant: Variant) -> TierResult:
@@ -563,7 +621,8 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         machine: Machine
         if built.image is not None and name.os == "linux":
             runtimes = {versions: runtime_site(built.toolkit, wheels) for versions, wheels in nvidia.items()}
-            machine = ContainerMachine(built.image, wheel, runtimes, name.python, found)
+            decoys = nvrtc_decoys(built.variant)
+            machine = ContainerMachine(built.image, wheel, runtimes, name.python, found, decoys)
         else:
             machine = HostMachine(wheel, nvidia, name.python, found)
         try:

@@ -5,11 +5,18 @@ extensions, it makes those libraries findable wherever pip installed them.
 
 The extensions' RPATH reaches NVIDIA's wheels in the package's own site-packages. Elsewhere — a venv with
 --system-site-packages over an environment that holds them, `pip install --target` with PYTHONPATH, the user
-site, Debian's dist-packages — it does not; so each component's library is looked for under every sys.path
-entry, only for CUDA 12, and loaded from there by its full path (Linux, RTLD_GLOBAL, whatever it needs
-first) or its folder added to the DLL search path (Windows). What is found nowhere is left to the RPATH and the
-system's loader, and fails only when used. `python -m cuprobe._cuda_variant` says where each library comes from
-and why.
+site, Debian's dist-packages — it does not; and a library NVIDIA's own libraries open by name (NVRTC's builtins:
+libnvrtc.so.13 has no RUNPATH) is found by the system's loader, where a system CUDA registered with ldconfig wins.
+So each component's library is looked for in the package's own site-packages, then under every sys.path entry,
+only for CUDA 12, and loaded from there by its full path (Linux, RTLD_GLOBAL) — after the libraries of
+the components it needs and before those it opens by name, all from the same folder tree — or their folders added
+to the DLL search path (Windows). What is found nowhere is left to the system's loader, and fails only when used.
+
+`python -m cuprobe._cuda_variant` says where each library comes from and why, which GPUs the wheel's code runs on,
+what this machine's GPUs and driver are, whether each GPU has code here (and which other build has it when not),
+and whether NVRTC is newer than the driver. Its exit status is 1 when a GPU here has no code or the driver is too
+old. An uncaught "no kernel image", "unsupported toolchain" or "driver version is insufficient" error gets a line
+pointing at it.
 """
 
 # `python -m cuprobe._cuda_variant` runs this module again after the package imported it; runpy warns about that
@@ -20,16 +27,31 @@ DIST_NAME = 'cuprobe-cuda12x'
 CUDA_MAJOR = 12
 CUDA_TOOLKIT = '12.9'
 
-# component: distribution, and per OS the folder in site-packages and the library files (the component's own
-# first; fnmatch patterns where NVIDIA bakes a minor version into the name).
+# component: distribution, the components its libraries load at run time (needs), and per OS the folder in
+# site-packages, the library files (the component's own first; fnmatch patterns where NVIDIA bakes a minor version
+# into the name) and those it opens by name from its folder (opens: NVRTC's builtins).
 COMPONENTS = {
-    'cudart': {'distribution': 'nvidia-cuda-runtime-cu12', 'linux': ('nvidia/cuda_runtime/lib', ('libcudart.so.12',)), 'windows': ('nvidia/cuda_runtime/bin', ('cudart64_12.dll',))},
-    'nvrtc': {'distribution': 'nvidia-cuda-nvrtc-cu12', 'linux': ('nvidia/cuda_nvrtc/lib', ('libnvrtc.so.12', 'libnvrtc.alt.so.12', 'libnvrtc-builtins.so.12.*', 'libnvrtc-builtins.alt.so.12.*')), 'windows': ('nvidia/cuda_nvrtc/bin', ('nvrtc64_120_0.dll', 'nvrtc64_120_0.alt.dll', 'nvrtc-builtins64_12*.dll'))},
-    'cublas': {'distribution': 'nvidia-cublas-cu12', 'linux': ('nvidia/cublas/lib', ('libcublas.so.12', 'libnvblas.so.12')), 'windows': ('nvidia/cublas/bin', ('cublas64_12.dll', 'nvblas64_12.dll'))},
+    'cudart': {'distribution': 'nvidia-cuda-runtime-cu12', 'needs': (), 'linux': ('nvidia/cuda_runtime/lib', ('libcudart.so.12',), ()), 'windows': ('nvidia/cuda_runtime/bin', ('cudart64_12.dll',), ())},
+    'nvrtc': {'distribution': 'nvidia-cuda-nvrtc-cu12', 'needs': (), 'linux': ('nvidia/cuda_nvrtc/lib', ('libnvrtc.so.12', 'libnvrtc.alt.so.12', 'libnvrtc-builtins.so.12.*', 'libnvrtc-builtins.alt.so.12.*'), ('libnvrtc-builtins.so.12.*', 'libnvrtc-builtins.alt.so.12.*')), 'windows': ('nvidia/cuda_nvrtc/bin', ('nvrtc64_120_0.dll', 'nvrtc64_120_0.alt.dll', 'nvrtc-builtins64_12*.dll'), ('nvrtc-builtins64_12*.dll',))},
+    'cublas': {'distribution': 'nvidia-cublas-cu12', 'needs': ('cublasLt', 'nvrtc'), 'linux': ('nvidia/cublas/lib', ('libcublas.so.12', 'libnvblas.so.12'), ()), 'windows': ('nvidia/cublas/bin', ('cublas64_12.dll', 'nvblas64_12.dll'), ())},
 }
 OPTIONAL = {
-    'nccl': {'distribution': 'nvidia-nccl-cu12', 'linux': ('nvidia/nccl/lib', ('libnccl.so.2',)), 'windows': None},
+    'nccl': {'distribution': 'nvidia-nccl-cu12', 'needs': (), 'linux': ('nvidia/nccl/lib', ('libnccl.so.2',), ()), 'windows': None},
 }
+# What the components above load at run time and the recipe does not name: loaded from the same folder tree.
+NEEDED = {
+    'cublasLt': {'distribution': 'nvidia-cublas-cu12', 'needs': ('nvrtc',), 'linux': ('nvidia/cublas/lib', ('libcublasLt.so.12',), ()), 'windows': ('nvidia/cublas/bin', ('cublasLt64_12.dll',), ())},
+}
+
+# The GPU code this build compiles: SASS per architecture, PTX for the newest (the audit held every device_code
+# binary of the wheel to it), and the oldest driver that runs it per OS (SASS alone: `sass_driver`).
+GPU_CODE = {'dist_name': 'cuprobe-cuda12x', 'toolkit': '12.9', 'sass': [70, 75, 80, 86, 89, 90, 100, 120], 'ptx': [120], 'ptx_isa': '8.8', 'minimum_driver': {'linux': '575.51.03', 'windows': '576.02'}, 'sass_driver': {'linux': '525.60.13', 'windows': '527.41'}}
+RUNS_ON = 'Volta to Blackwell natively (sm_70–sm_120); newer GPUs via JIT of compute_120'
+# Binaries (patterns) built on purpose for fewer architectures: those they carry.
+NARROWED = {}
+# The recipe's builds for the other CUDA majors: where to send a GPU this one has no code for.
+OTHER_VARIANTS = {11: {'dist_name': 'cuprobe-cuda11x', 'toolkit': '11.8', 'sass': [60, 70, 75, 80, 86, 90], 'ptx': [90], 'ptx_isa': '7.8', 'minimum_driver': {'linux': '520.61.05', 'windows': '520.06'}, 'sass_driver': {'linux': '450.80.02', 'windows': '452.39'}}, 13: {'dist_name': 'cuprobe-cuda13x', 'toolkit': '13.0', 'sass': [75, 80, 86, 89, 90, 100, 120], 'ptx': [120], 'ptx_isa': '9.0', 'minimum_driver': {'linux': '580.65.06', 'windows': '580.88'}, 'sass_driver': {'linux': '580.65.06', 'windows': '580.88'}}}
+GENERATIONS = {60: 'Pascal', 70: 'Volta', 75: 'Turing', 80: 'Ampere', 86: 'Ampere', 89: 'Ada Lovelace', 90: 'Hopper', 100: 'Blackwell', 120: 'Blackwell'}
 
 # (name, Python code) of each GPU check; wheelfactory's gpu_check.py runs them where a GPU exists.
 GPU_CHECKS = [
@@ -56,7 +78,7 @@ def _own_site():
 
 
 def _elsewhere(folder, name):
-    """The first sys.path entry, other than the package's own site-packages, holding folder/name."""
+    """(the first sys.path entry, other than the package's own site-packages, holding folder/name, why), or None."""
     import os
     import sys
 
@@ -67,27 +89,59 @@ def _elsewhere(folder, name):
         base = os.path.abspath(entry or ".")
         path = os.path.join(base, *folder.split("/"), name)
         if os.path.normcase(base) != own and os.path.isfile(path):
-            return path, f"found under {base}, on sys.path, where the extensions' RPATH does not reach"
+            return base, f"found under {base}, on sys.path, where the extensions' RPATH does not reach"
     return None
 
 
+def _all_specs():
+    return {**NEEDED, **COMPONENTS, **OPTIONAL}
+
+
+def _root_of(folder, library):
+    """(the sys.path entry holding folder/library — the package's own site-packages first —, why), or None."""
+    import os
+
+    own = _own_site()
+    if os.path.isfile(os.path.join(own, *folder.split("/"), library)):
+        return own, "beside the package, where the extensions' RPATH reaches it"
+    return _elsewhere(folder, library)
+
+
+def _with_companions(component, system):
+    """(path, why) of the component's library found on sys.path, after the libraries of the components it needs
+    and before those of its own it opens by name — all from the same folder tree, so that no other copy (a
+    system CUDA registered with ldconfig) stands in for one of them."""
+    import glob
+    import os
+
+    specs = _all_specs()
+    folder, libraries, opens = specs[component][system]
+    found = _root_of(folder, libraries[0])
+    if found is None:
+        return []
+    root, why = found
+    paths = []
+    for need in specs[component]["needs"]:
+        layout = specs.get(need, {}).get(system)
+        if layout and os.path.isfile(os.path.join(root, *layout[0].split("/"), layout[1][0])):
+            paths.append((os.path.join(root, *layout[0].split("/"), layout[1][0]), f"needed by {libraries[0]}: " + why))
+    paths.append((os.path.join(root, *folder.split("/"), libraries[0]), why))
+    for pattern in opens:
+        for path in sorted(glob.glob(os.path.join(glob.escape(os.path.join(root, *folder.split("/"))), pattern))):
+            paths.append((path, f"opened by {libraries[0]} by name: " + why))
+    return paths
+
+
 def _load_linux():
-    """Load each component's library found outside the package's own site-packages, by its full path."""
+    """Load each component's library, its needs and what it opens by name, from the sys.path entry that holds
+    it, by full path: the one copy, whatever the system's loader would have found."""
     import ctypes
     import os
 
     pending = []
-    for spec in (*COMPONENTS.values(), *OPTIONAL.values()):
-        if spec["linux"] is None:
-            continue
-        folder, libraries = spec["linux"]
-        own = os.path.join(_own_site(), *folder.split("/"), libraries[0])
-        if os.path.isfile(own):
-            FOUND[libraries[0]] = (own, "beside the package, where the extensions' RPATH reaches it")
-            continue
-        found = _elsewhere(folder, libraries[0])
-        if found:
-            pending.append(found)
+    for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
+        if spec["linux"] is not None:
+            pending += [entry for entry in _with_companions(component, "linux") if entry not in pending]
     # A library whose own dependencies are not loaded yet fails; it is tried again once the others are in.
     while pending:
         failed = []
@@ -104,25 +158,18 @@ def _load_linux():
 
 
 def _add_dll_directories():
-    """Windows: add the folders of NVIDIA's DLLs (beside the package and under every sys.path entry) and
-    %CUDA_PATH%\\bin to the DLL search path. Since Python 3.8, PATH no longer serves extension modules' DLLs;
-    delvewheel's own patch still serves the DLLs it vendored."""
+    """Windows: add the folders of NVIDIA's DLLs and of those they need (beside the package or under another
+    sys.path entry) and %CUDA_PATH%\\bin to the DLL search path. Since Python 3.8, PATH no longer serves extension
+    modules' DLLs; delvewheel's own patch still serves the DLLs it vendored."""
     import os
 
     directories = []
-    for spec in (*COMPONENTS.values(), *OPTIONAL.values()):
+    for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
         if spec["windows"] is None:
             continue
-        folder, dlls = spec["windows"]
-        own = os.path.join(_own_site(), *folder.split("/"))
-        if os.path.isfile(os.path.join(own, dlls[0])):
-            FOUND[dlls[0]] = (os.path.join(own, dlls[0]), "beside the package, in a DLL folder added at import")
-            directories.append(own)
-            continue
-        found = _elsewhere(folder, dlls[0])
-        if found:
-            FOUND[dlls[0]] = (found[0], "its folder added at import: " + found[1])
-            directories.append(os.path.dirname(found[0]))
+        for path, why in _with_companions(component, "windows"):
+            FOUND[os.path.basename(path)] = (path, "its folder added at import: " + why)
+            directories.append(os.path.dirname(path))
     if os.environ.get("CUDA_PATH"):
         directories.append(os.path.join(os.environ["CUDA_PATH"], "bin"))
     # Keep the handles: closing one removes its directory.
@@ -152,13 +199,15 @@ def _mapped(name):
 
 
 def report():
-    """(component, library, path or None, why) for each component's library, as this process finds it."""
+    """(component, library, path or None, why) for each component's library, as this process finds it, each
+    followed by the libraries it needs and opens that were loaded with it (component "")."""
     import ctypes
+    import os
     import sys
 
+    system = "windows" if sys.platform == "win32" else "linux"
     rows = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
-        system = "windows" if sys.platform == "win32" else "linux"
         if spec[system] is None:
             rows.append((component, "-", None, f"{spec['distribution']} has no {system} wheel"))
             continue
@@ -166,6 +215,15 @@ def report():
         if library in FOUND:
             path, why = FOUND[library]
             rows.append((component, library, path, why))
+            for companion, _ in _with_companions(component, system):
+                name = os.path.basename(companion)
+                if name == library:
+                    continue
+                where, why = FOUND.get(name, (companion, "not loaded"))
+                mapped = _mapped(name)
+                if mapped and os.path.normcase(mapped) != os.path.normcase(where):
+                    where, why = mapped, f"NOT from the component's folder ({os.path.dirname(companion)})"
+                rows.append(("", name, where, why))
             continue
         install = (
             f"pip install '{DIST_NAME}[{component}]'" if component in OPTIONAL else f"pip install {spec['distribution']}"
@@ -180,7 +238,188 @@ def report():
     return rows
 
 
+def _version(text):
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def _driver_version():
+    """The NVIDIA driver's version, "580.95.05" (NVML, else the Linux kernel module's), or None."""
+    import ctypes
+    import re
+    import sys
+
+    try:
+        nvml = ctypes.CDLL("nvml.dll" if sys.platform == "win32" else "libnvidia-ml.so.1")
+        if nvml.nvmlInit_v2() == 0:
+            text = ctypes.create_string_buffer(96)
+            status = nvml.nvmlSystemGetDriverVersion(text, 96)
+            nvml.nvmlShutdown()
+            if status == 0:
+                return text.value.decode()
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as version:
+            found = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9.]+)", version.read())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def gpus():
+    """(the driver's CUDA version (major, minor) or None, [(index, name, sm_XY as XY)], why none) from the
+    driver API, which needs no toolkit."""
+    import ctypes
+    import sys
+
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    try:
+        driver = ctypes.CDLL(name)
+    except OSError:
+        return None, [], f"no NVIDIA driver here ({name} not found)"
+    version = ctypes.c_int()
+    driver.cuDriverGetVersion(ctypes.byref(version))
+    cuda = (version.value // 1000, version.value % 1000 // 10)
+    status = driver.cuInit(0)
+    if status != 0:
+        return cuda, [], f"the driver found no usable GPU (cuInit returned {status})"
+    count = ctypes.c_int()
+    driver.cuDeviceGetCount(ctypes.byref(count))
+    found = []
+    for index in range(count.value):
+        device, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        text = ctypes.create_string_buffer(256)
+        driver.cuDeviceGet(ctypes.byref(device), index)
+        driver.cuDeviceGetName(text, 256, device)
+        driver.cuDeviceGetAttribute(ctypes.byref(major), 75, device)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+        driver.cuDeviceGetAttribute(ctypes.byref(minor), 76, device)  # ..._MINOR
+        found.append((index, text.value.decode(errors="replace"), major.value * 10 + minor.value))
+    return cuda, found, "" if found else "the driver sees no GPU"
+
+
+def code_for(arch, code):
+    """How a GPU of architecture `arch` runs `code` (GPU_CODE's shape): ("sass", sm_XY) natively — SASS runs on
+    later minors of its major —, ("ptx", compute_XY) through the driver's JIT, or None: no kernel image."""
+    native = [sm for sm in code["sass"] if sm // 10 == arch // 10 and sm <= arch]
+    if native:
+        return "sass", max(native)
+    jit = [ptx for ptx in code["ptx"] if ptx <= arch]
+    return ("ptx", max(jit)) if jit else None
+
+
+def _nvrtc_version():
+    """(NVRTC's version (major, minor), its file) as this process loaded it, or None."""
+    import ctypes
+    import sys
+
+    spec = {**COMPONENTS, **OPTIONAL}.get("nvrtc")
+    system = "windows" if sys.platform == "win32" else "linux"
+    if not spec or not spec[system]:
+        return None
+    library = spec[system][1][0]
+    try:
+        nvrtc = ctypes.CDLL(FOUND.get(library, (library,))[0])
+    except OSError:
+        return None
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    if nvrtc.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
+        return None
+    return (major.value, minor.value), _mapped(library) or FOUND.get(library, (library,))[0]
+
+
+def _other_builds_for(arch):
+    """What the recipe's builds for the other CUDA majors carry for a GPU of architecture `arch`, in words."""
+    found = []
+    for other in OTHER_VARIANTS.values():
+        how = code_for(arch, other)
+        if how:
+            found.append(f"{other['dist_name']} carries {'sm' if how[0] == 'sass' else 'compute'}_{how[1]}")
+    return found
+
+
+def _names(archs, prefix="sm"):
+    return " ".join(f"{prefix}_{a}" for a in archs)
+
+
+def diagnose():
+    """Lines saying what GPU code this wheel carries, what this machine has, and whether they meet; and whether
+    something here cannot run it (a GPU without code, a driver too old)."""
+    import sys
+
+    system = "windows" if sys.platform == "win32" else "linux"
+    code = GPU_CODE
+    lines = [
+        f"GPU code: SASS {_names(code['sass'])}; PTX {_names(code['ptx'], 'compute')} (ISA {code['ptx_isa']})",
+        f"  {RUNS_ON}",
+    ]
+    lines += [f"  {pattern}: only {_names(archs)} (narrowed on purpose)" for pattern, archs in NARROWED.items()]
+    lines.append(
+        f"minimum driver: {code['minimum_driver'][system]} ({code['sass_driver'][system]} where SASS serves the GPU)"
+    )
+    driver = _driver_version()
+    cuda, found, why_none = gpus()
+    troubles = False
+    if cuda is None:
+        lines.append(f"driver: {why_none}")
+    else:
+        lines.append(f"driver: {driver or 'version unknown'}, CUDA {cuda[0]}.{cuda[1]}")
+    for index, name, arch in found:
+        generation = GENERATIONS.get(arch, "")
+        head = f"GPU {index}: {name}, compute capability {arch // 10}.{arch % 10}{f' ({generation})' if generation else ''}"
+        how = code_for(arch, code)
+        if how is None:
+            troubles = True
+            others = _other_builds_for(arch)
+            advice = "; ".join(others) if others else f"rebuild with sm_{arch} in the recipe's cuda_archs"
+            lines.append(f"{head}: NO code for it (no kernel image is available) — {advice}")
+            continue
+        needed = code["sass_driver" if how[0] == "sass" else "minimum_driver"][system]
+        kind = "natively (SASS sm_" if how[0] == "sass" else "through the driver's JIT (PTX compute_"
+        lines.append(f"{head}: runs {kind}{how[1]})")
+        if driver and _version(driver) < _version(needed):
+            troubles = True
+            lines.append(f"  the driver {driver} is older than the {needed} this needs — update the NVIDIA driver")
+        for pattern, archs in NARROWED.items():
+            if code_for(arch, {"sass": archs, "ptx": archs[-1:]}) is None:
+                lines.append(f"  {pattern} has no code for it (built only for {_names(archs)})")
+    nvrtc = _nvrtc_version()
+    if nvrtc and cuda:
+        (major, minor), path = nvrtc
+        lines.append(f"NVRTC {major}.{minor} ({path}); the driver supports CUDA {cuda[0]}.{cuda[1]}")
+        if (major, minor) > cuda:
+            lines.append(
+                f"  warning: NVRTC {major}.{minor} is newer than the driver: PTX it writes is rejected "
+                "(\"the provided PTX was compiled with an unsupported toolchain\"). Code compiled to CUBIN "
+                f"(nvrtcGetCUBIN, -arch=sm_XY) runs; or install NVRTC {cuda[0]}.{cuda[1]}, or update the driver"
+            )
+    return lines, troubles
+
+
+# The three failures of CUDA code on a user's machine that this module explains in advance.
+_CUDA_FAILURES = ("no kernel image is available", "unsupported toolchain", "driver version is insufficient")
+
+
+def _point_at_diagnostic():
+    """Chain sys.excepthook: after the usual traceback of an uncaught error that is one of those three, one line
+    sends the user here. The error itself is untouched."""
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "_wheelfactory_module", None) == __name__:
+        return
+
+    def excepthook(kind, value, traceback):
+        previous(kind, value, traceback)
+        if any(text in str(value).lower() for text in _CUDA_FAILURES):
+            print(f"{DIST_NAME}: `python -m {__name__}` says which GPUs and drivers this wheel supports", file=sys.stderr)
+
+    excepthook._wheelfactory_module = __name__
+    sys.excepthook = excepthook
+
+
 _find_cuda()
+if __name__ != "__main__":
+    _point_at_diagnostic()
 
 if __name__ == "__main__":
     import sys as _sys
@@ -191,3 +430,6 @@ if __name__ == "__main__":
     for _component, _library, _path, _why in _loader.report():
         print(f"  {_component:<10} {_library:<22} {_path or '(not found)'}")
         print(f"  {'':<10} {_why}")
+    _lines, _troubles = _loader.diagnose()
+    print("\n".join(_lines))
+    _sys.exit(1 if _troubles else 0)

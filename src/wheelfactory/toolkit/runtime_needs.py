@@ -27,8 +27,9 @@ TABLE = "src/wheelfactory/data/cuda_components.yaml"
 @dataclass(frozen=True)
 class Need:
     component: str  # the component whose library (or wheel) needs the other
-    needed: str
+    needed: str  # the other component, or the component itself for a library of its own that it opens
     evidence: str  # what shows it: "libcusparse.so.12 links libnvJitLink.so.12"
+    opened: str | None = None  # a library of its own component that it opens by name (NVRTC's builtins)
 
 
 def _runtime_components(major: int, os: OS) -> list[str]:
@@ -68,6 +69,8 @@ def read_needs(site: Path, wheels: list[Path], major: int, os: OS) -> list[Need]
                 if owner and owner != component:
                     how = "links" if name in linked else "opens by name"
                     found.append(Need(component, owner, f"{library.name} {how} {name}"))
+                elif owner == component and name in named - linked and name.lower() != library.name.lower():
+                    found.append(Need(component, component, f"{library.name} opens {name} by name", opened=name))
     by_distribution: dict[str, list[str]] = {}
     for component in runtime:
         entry = table.get(component, major)
@@ -87,23 +90,33 @@ def read_needs(site: Path, wheels: list[Path], major: int, os: OS) -> list[Need]
 
 
 def check_needs(found: list[Need], major: int, os: OS) -> None:
-    """Stop when NVIDIA's binaries need a component the table's `needs` do not list: the variant's Requires-Dist
-    would leave it without a floor."""
+    """Stop when NVIDIA's binaries need a component the table's `needs` do not list (the variant's Requires-Dist
+    would leave it without a floor), or open a library of their own that its `opens` do not list (the variant
+    module would not load it from the component's folder)."""
     table = component_table()
     missing: dict[tuple[str, str], str] = {}
+    unlisted: dict[tuple[str, str], str] = {}
     for need in found:
         entry = table.get(need.component, major)
         assert entry is not None
-        if need.needed not in entry.needs:
+        layout = entry.layout(os)
+        if need.opened is not None:
+            if layout is None or not layout.opened(need.opened, os):
+                unlisted.setdefault((need.component, need.opened), need.evidence)
+        elif need.needed not in entry.needs:
             missing.setdefault((need.component, need.needed), need.evidence)
-    if missing:
+    if missing or unlisted:
         lines = [
             f"{component} needs {needed} under CUDA {major} ({evidence})"
             for (component, needed), evidence in sorted(missing.items())
         ]
+        lines += [
+            f"{component}'s {os} `opens` leave out {library} under CUDA {major} ({evidence})"
+            for (component, library), evidence in sorted(unlisted.items())
+        ]
         raise ToolFailure(
-            f"{TABLE}: NVIDIA's {os} binaries need what the table's `needs` leave out:\n  "
+            f"{TABLE}: NVIDIA's {os} binaries need what the table's `needs` (or `opens`) leave out:\n  "
             + "\n  ".join(lines)
-            + "\n— add each to that component's `needs` for the major, so that the variant's Requires-Dist gives it a "
-            "floor"
+            + "\n— add each to that component's `needs` (or `opens`) for the major, so that the variant's "
+            "Requires-Dist gives it a floor (and the variant module loads it from the component's folder)"
         )

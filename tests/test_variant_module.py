@@ -1,0 +1,132 @@
+"""The variant module's answer on the user's machine: which GPUs the wheel's code runs on, whether this machine's
+GPUs and driver meet it, and where to go when not.
+
+This host has no GPU and no NVIDIA driver. The GPUs and the driver are the one thing stood in for here: the
+module's `gpus`, `_driver_version` and `_nvrtc_version` are replaced in its namespace (what the CUDA driver API,
+NVML and NVRTC would answer on a machine with a GPU); everything else is the rendered module as it ships. The
+same module runs on real GPUs in docs/gpu.md.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wheelfactory.plan import make_plan
+from wheelfactory.render import render_plan
+
+
+@pytest.fixture
+def modules(project: Path, tmp_path: Path) -> dict[int, Path]:
+    """cuprobe's rendered variant module per CUDA major, as a package's own `_cuda_variant.py`."""
+    found = {}
+    for rendered in render_plan(make_plan(project), project):
+        if rendered.variant.recipe.name == "cuprobe":
+            package = tmp_path / f"cuda{rendered.variant.major}" / "cuprobe"
+            package.mkdir(parents=True)
+            (package / "__init__.py").write_text("from . import _cuda_variant\n")
+            (package / "_cuda_variant.py").write_text(rendered.files["_cuda_variant.py"])
+            found[rendered.variant.major] = package / "_cuda_variant.py"
+    return found
+
+
+def _module(path: Path, gpus: list[tuple[int, str, int]], driver: str, cuda: tuple[int, int]) -> dict[str, Any]:
+    namespace = runpy.run_path(str(path), run_name="cuprobe._cuda_variant")
+    namespace["diagnose"].__globals__.update(
+        gpus=lambda: (cuda, gpus, ""), _driver_version=lambda: driver, _nvrtc_version=lambda: None
+    )
+    return namespace
+
+
+def test_a_gpu_the_wheel_has_no_code_for_is_sent_to_the_build_that_has(modules: dict[int, Path]) -> None:
+    variant = _module(modules[12], [(0, "Tesla P100-PCIE-16GB", 60)], "550.54.14", (12, 4))
+    lines, troubles = variant["diagnose"]()
+    text = "\n".join(lines)
+    assert troubles
+    assert (
+        "GPU 0: Tesla P100-PCIE-16GB, compute capability 6.0 (Pascal): NO code for it (no kernel image is "
+        "available) — cuprobe-cuda11x carries sm_60" in text
+    ), text
+
+
+def test_gpus_that_run_natively_or_through_jit_and_a_driver_too_old(modules: dict[int, Path]) -> None:
+    gpus = [(0, "NVIDIA H100 80GB HBM3", 90), (1, "NVIDIA GeForce RTX 5090", 120), (2, "NVIDIA GB10", 121)]
+    variant = _module(modules[13], gpus, "580.95.05", (13, 0))
+    lines, troubles = variant["diagnose"]()
+    text = "\n".join(lines)
+    assert not troubles, text
+    assert "GPU 0: NVIDIA H100 80GB HBM3, compute capability 9.0 (Hopper): runs natively (SASS sm_90)" in text
+    assert "GPU 2: NVIDIA GB10, compute capability 12.1 (Blackwell): runs natively (SASS sm_120)" in text
+    assert "minimum driver: 580.65.06" in text and "Turing to Blackwell natively (sm_75–sm_120)" in text
+
+    # CUDA 11's wheel on a Hopper GPU with a driver of CUDA 11.4: SASS for sm_90 needs only 450.80.02; an
+    # Ada GPU runs sm_86 SASS; a driver older than the major's floor is named.
+    variant = _module(modules[11], [(0, "NVIDIA L4", 89)], "450.51.06", (11, 0))
+    lines, troubles = variant["diagnose"]()
+    text = "\n".join(lines)
+    assert troubles and "runs natively (SASS sm_86)" in text
+    assert "the driver 450.51.06 is older than the 450.80.02 this needs — update the NVIDIA driver" in text
+
+
+def test_nvrtc_newer_than_the_driver_is_warned_of(modules: dict[int, Path]) -> None:
+    variant = _module(modules[12], [(0, "NVIDIA A100-SXM4-80GB", 80)], "550.54.14", (12, 4))
+    variant["diagnose"].__globals__["_nvrtc_version"] = lambda: ((12, 9), "/site/nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
+    lines, troubles = variant["diagnose"]()
+    text = "\n".join(lines)
+    assert "NVRTC 12.9 (/site/nvidia/cuda_nvrtc/lib/libnvrtc.so.12); the driver supports CUDA 12.4" in text
+    assert "warning: NVRTC 12.9 is newer than the driver: PTX it writes is rejected" in text
+    assert not troubles  # a warning: code compiled to CUBIN (as cuprobe's) runs
+
+
+def test_without_a_driver_the_diagnostic_says_so_and_exits_0(modules: dict[int, Path]) -> None:
+    """This host, as it is: no driver. The module runs as `python -m`, exit 0 (nothing here cannot run it)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "cuprobe._cuda_variant"],
+        cwd=modules[13].parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "driver: no NVIDIA driver here (libcuda.so.1 not found)" in run.stdout
+    assert "GPU code: SASS sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120; PTX compute_120 (ISA 9.0)" in run.stdout
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "CUDA error: no kernel image is available for execution on the device",
+        "CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was compiled with an unsupported toolchain.",
+        "CUDA driver version is insufficient for CUDA runtime version",
+    ],
+)
+def test_the_three_failures_point_at_the_diagnostic_without_hiding_the_error(
+    error: str, modules: dict[int, Path]
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", f"import cuprobe\nraise RuntimeError({error!r})"],
+        cwd=modules[12].parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert run.returncode == 1
+    assert f"RuntimeError: {error}" in run.stderr  # the traceback, as Python prints it
+    assert run.stderr.rstrip().endswith(
+        "cuprobe-cuda12x: `python -m cuprobe._cuda_variant` says which GPUs and drivers this wheel supports"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", "import cuprobe\nraise RuntimeError('something else')"],
+        cwd=modules[12].parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "_cuda_variant" not in other.stderr
