@@ -6,6 +6,7 @@ hide a broken wheel."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,8 +16,8 @@ import pytest
 from wheelfactory.binaries.wheelfile import pack, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
-from wheelfactory.smoke import HostMachine, TierResult, smoke, tier1, tier2
-from wheelfactory.toolkit.provision import nvidia_wheels, provision
+from wheelfactory.smoke import DECOY_CUDA, NVRTC_COMPILE, HostMachine, TierResult, smoke, tier1, tier2
+from wheelfactory.toolkit.provision import nvidia_wheels, provision, runtime_site
 
 from .conftest import Built
 
@@ -83,6 +84,11 @@ def test_the_runtime_comes_from_the_pip_wheels_in_every_layout(
         assert all(SITES[name] in lib for lib in runtime.libraries), (name, runtime.libraries)
         assert name == ("venv", "floors") or not [lib for lib in runtime.libraries if "/smoke/cuda/" in lib]
         assert not [lib for lib in runtime.libraries if lib.startswith(SYSTEM_CUDA)]
+        # NVRTC compiled a kernel while a decoy copy of its builtins was registered with ldconfig: the builtins
+        # it opened by name are this layout's, as every other CUDA library mapped.
+        compiled = next(c for c in tier.checks if c.name.startswith("NVRTC compiles a kernel to CUBIN"))
+        builtins = [lib for lib in compiled.libraries if "libnvrtc-builtins" in lib]
+        assert compiled.ok and builtins and all(SITES[name] in lib for lib in builtins), (name, compiled)
     # The diagnostic says where each library comes from and why.
     target = next(c for c in layouts["target", "floors"].checks if c.name == "python -m cuprobe._cuda_variant")
     assert (
@@ -92,6 +98,31 @@ def test_the_runtime_comes_from_the_pip_wheels_in_every_layout(
     venv = next(c for c in layouts["venv", "floors"].checks if c.name == "python -m cuprobe._cuda_variant")
     assert "beside the package, where the extensions' RPATH reaches it" in venv.detail
     assert "Warning" not in target.detail + venv.detail  # runpy's, for a module the package imported first
+
+
+def test_without_the_variant_module_nvrtc_opens_the_decoys_builtins(built13: Built, build_image: str) -> None:
+    """Why the variant module loads NVRTC's builtins itself: CUDA 13's libnvrtc.so.13 has no RUNPATH and opens
+    them by name, so loaded by full path from NVIDIA's wheel — but not through the package — it maps a system
+    copy registered with ldconfig (the smoke's decoy)."""
+    built = existing(built13.wheel, built13.variant, build_image)
+    site = runtime_site(built.toolkit, nvidia_wheels(built.path, "floors"))
+    script = (
+        f"mkdir -p {DECOY_CUDA} && cp /rt/nvidia/cu13/lib/libnvrtc-builtins.so.13.* {DECOY_CUDA}/ && "
+        f"echo {DECOY_CUDA} > /etc/ld.so.conf.d/000-decoy-cuda.conf && ldconfig && "
+        "/opt/python/cp312-cp312/bin/python -c "
+        + shlex.quote(
+            NVRTC_COMPILE.format(package="os", library="/rt/nvidia/cu13/lib/libnvrtc.so.13", arch=90)
+            + "print([l.split()[-1] for l in open('/proc/self/maps') if 'libnvrtc-builtins' in l][0])"
+        )
+    )
+    run = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "-v", f"{site}:/rt:ro", build_image, "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith(f"{DECOY_CUDA}/libnvrtc-builtins.so.13."), run.stdout
 
 
 def test_a_system_cuda_does_not_hide_a_broken_wheel(built12: Built, decoy_image: str, tmp_path: Path) -> None:

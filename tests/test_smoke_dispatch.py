@@ -90,7 +90,9 @@ def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_
         smoke.smoke(_built(_variant(project), wheel, "quay.io/pypa/manylinux_2_28_x86_64"))
     (made,) = Recorder.made
     runtimes = {"floors": Path("/runtime/floors"), "newest": Path("/runtime/newest")}
-    assert made == ("quay.io/pypa/manylinux_2_28_x86_64", wheel.resolve(), runtimes, "3.12", None)
+    # cuprobe uses NVRTC: its builtins under each runtime's nvidia/ become the container's decoy system copy.
+    decoys = ("cuda_nvrtc/lib/libnvrtc-builtins.so.12.*", "cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.*")
+    assert made == ("quay.io/pypa/manylinux_2_28_x86_64", wheel.resolve(), runtimes, "3.12", None, decoys)
 
 
 def test_a_linux_host_says_it_cannot_smoke_a_windows_wheel(

@@ -46,7 +46,7 @@ RUNS_ON = 'Pascal to Hopper natively (sm_60–sm_90); newer GPUs via JIT of comp
 NARROWED = {}
 # The recipe's builds for the other CUDA majors: where to send a GPU this one has no code for.
 OTHER_VARIANTS = {12: {'dist_name': 'cuvec-cuda12x', 'toolkit': '12.9', 'sass': [70, 75, 80, 86, 89, 90, 100, 120], 'ptx': [120], 'ptx_isa': '8.8', 'minimum_driver': {'linux': '575.51.03', 'windows': '576.02'}, 'sass_driver': {'linux': '525.60.13', 'windows': '527.41'}}, 13: {'dist_name': 'cuvec-cuda13x', 'toolkit': '13.0', 'sass': [75, 80, 86, 89, 90, 100, 120], 'ptx': [120], 'ptx_isa': '9.0', 'minimum_driver': {'linux': '580.65.06', 'windows': '580.88'}, 'sass_driver': {'linux': '580.65.06', 'windows': '580.88'}}}
-GENERATIONS = {60: 'Pascal', 70: 'Volta', 75: 'Turing', 80: 'Ampere', 86: 'Ampere', 89: 'Ada Lovelace', 90: 'Hopper', 100: 'Blackwell', 120: 'Blackwell'}
+GENERATIONS = {35: 'Kepler', 37: 'Kepler', 50: 'Maxwell', 52: 'Maxwell', 53: 'Maxwell', 60: 'Pascal', 61: 'Pascal', 62: 'Pascal', 70: 'Volta', 72: 'Volta', 75: 'Turing', 80: 'Ampere', 86: 'Ampere', 87: 'Ampere', 88: 'Ampere', 89: 'Ada Lovelace', 90: 'Hopper', 100: 'Blackwell', 101: 'Blackwell', 103: 'Blackwell', 110: 'Blackwell', 120: 'Blackwell', 121: 'Blackwell'}
 
 # (name, Python code) of each GPU check; wheelfactory's gpu_check.py runs them where a GPU exists.
 GPU_CHECKS = [
@@ -132,7 +132,8 @@ def _load_linux():
     pending = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
         if spec["linux"] is not None:
-            pending += [entry for entry in _with_companions(component, "linux") if entry not in pending]
+            queued = {path for path, _ in pending}
+            pending += [(path, why) for path, why in _with_companions(component, "linux") if path not in queued]
     # A library whose own dependencies are not loaded yet fails; it is tried again once the others are in.
     while pending:
         failed = []
@@ -159,7 +160,7 @@ def _add_dll_directories():
         if spec["windows"] is None:
             continue
         for path, why in _with_companions(component, "windows"):
-            FOUND[os.path.basename(path)] = (path, "its folder added at import: " + why)
+            FOUND.setdefault(os.path.basename(path), (path, "its folder added at import: " + why))
             directories.append(os.path.dirname(path))
     if os.environ.get("CUDA_PATH"):
         directories.append(os.path.join(os.environ["CUDA_PATH"], "bin"))
