@@ -6,7 +6,8 @@ internet), as well as from `nox -s gpu-check -- WHEEL...`:
     python scripts/gpu_check.py --package cuprobe            # the package as installed in this Python
     python scripts/gpu_check.py --wheel dist/X.whl [...]     # each wheel in a fresh venv (its dependencies from pip)
 
-The checks come from the package's `_cuda_variant.GPU_CHECKS`, rendered from the recipe's `gpu_checks`. Each
+The checks come from the package's `_cuda_variant.GPU_CHECKS`, rendered from the recipe's `gpu_checks`, after
+`python -m pkg._cuda_variant` (which fails when a GPU here has no code in the wheel or the driver is too old). Each
 runs in its own process with `skip(reason)` available; a fresh XDG_CACHE_HOME per invocation, so kernel caches
 start empty. Exit status: 0 all passed (or skipped), 1 a check failed, 4 no GPU here (nothing was run).
 """
@@ -77,7 +78,7 @@ def run_checks(package: str, allow_missing: bool, python: str = sys.executable) 
     if listing.returncode != 0:
         raise SystemExit(f"cannot read the GPU checks of {package}: {listing.stderr.strip()[-500:]}")
     checks = json.loads(listing.stdout)
-    results = []
+    results = [diagnostic(package, python)]
     with tempfile.TemporaryDirectory(prefix="gpu-check-cache-") as cache:
         env = {**os.environ, "XDG_CACHE_HOME": cache, "LOCALAPPDATA": cache}
         for name, code in checks:
@@ -100,6 +101,20 @@ def run_checks(package: str, allow_missing: bool, python: str = sys.executable) 
                 f"{status.upper():<4}  {name}" + "".join(f"\n      {line}" for line in detail.splitlines()), flush=True
             )
     return results
+
+
+def diagnostic(package: str, python: str) -> dict[str, object]:
+    """`python -m pkg._cuda_variant` on this machine: it fails (exit 1) when a GPU here has no code in the wheel or
+    the driver is older than the wheel needs, and says so; its output is kept either way."""
+    started = time.monotonic()
+    run = subprocess.run(
+        [python, "-m", f"{package}._cuda_variant"], capture_output=True, text=True, check=False, timeout=300
+    )
+    status = "pass" if run.returncode == 0 else "fail"
+    detail = (run.stdout + run.stderr).strip()[-3000:]
+    name = f"python -m {package}._cuda_variant"
+    print(f"{status.upper():<4}  {name}" + "".join(f"\n      {line}" for line in detail.splitlines()), flush=True)
+    return {"check": name, "status": status, "detail": detail, "seconds": round(time.monotonic() - started, 2)}
 
 
 def _package_of(wheel: Path) -> str:

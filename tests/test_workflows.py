@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from wheelfactory.cli import main
+from wheelfactory.plan import make_plan
 
 from .conftest import REPO
 
@@ -170,8 +171,31 @@ def test_concurrency_cancels_superseded_pull_requests_but_never_a_tag_run() -> N
     assert ci["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
     assert release["concurrency"]["cancel-in-progress"] == "false"
     publish = release["jobs"]["publish"]
-    assert publish["if"] == "startsWith(github.ref, 'refs/tags/v')"
+    assert "startsWith(github.ref, 'refs/tags/v')" in publish["if"] and "!cancelled()" in publish["if"]
     assert publish["environment"]["name"] == "pypi"
+
+
+def test_the_optional_gpu_job_runs_the_plans_command_and_gates_publishing_when_on() -> None:
+    build = _load(REPO / ".github/workflows/build.yml")
+    release = _load(REPO / ".github/workflows/release.yml")
+    plan_runs = " ".join(step.get("run", "") for step in build["jobs"]["plan"]["steps"])
+    assert "nox -s plan -- --compact --jobs gpu" in plan_runs and "GPU job: off" in plan_runs
+    gpu = release["jobs"]["gpu-check"]
+    assert gpu["if"] == "vars.GPU_RUNNER != ''" and gpu["runs-on"] == "${{ vars.GPU_RUNNER }}"
+    assert gpu["permissions"] == {"contents": "read"} and gpu["strategy"]["matrix"] == (
+        "${{ fromJSON(needs.build.outputs.gpu) }}"
+    )
+    assert not any("secrets." in str(step) for step in gpu["steps"])
+    (download,) = [s for s in gpu["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"] == {"name": "wheels-${{ matrix.build_job }}", "path": "dist"}
+    (step,) = [s for s in gpu["steps"] if "nox -s gpu-check" in s.get("run", "")]
+    for job in make_plan(REPO).gpu_jobs():
+        assert step["run"].replace("$WHEEL_GLOB", job.wheel.wheel_glob) == job.command
+    # When switched on, publishing needs it to pass; off, it is skipped and publishing goes ahead on verify.
+    publish = release["jobs"]["publish"]
+    assert publish["needs"] == ["verify", "gpu-check"]
+    assert "needs.gpu-check.result == 'success'" in publish["if"]
+    assert "vars.GPU_RUNNER == '' && needs.gpu-check.result == 'skipped'" in publish["if"]
 
 
 def test_the_exit_statuses_are_documented_and_explained_in_ci() -> None:

@@ -154,7 +154,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--matrix", help="another matrix file")
     plan.add_argument("--compact", action="store_true", help="one line, for $GITHUB_OUTPUT")
     plan.add_argument("--job", help="print only the command that reproduces this build job or wheel (its id)")
-    plan.add_argument("--jobs", choices=["build", "smoke"], help="print only this matrix")
+    plan.add_argument("--jobs", choices=["build", "smoke", "gpu"], help="print only this matrix")
     plan.set_defaults(run=cmd_plan)
 
     build = sub.add_parser("build", help="build, repair, audit and smoke the wheels of one CUDA major")

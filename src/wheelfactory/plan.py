@@ -225,6 +225,38 @@ class WheelJob:
         }
 
 
+# The platform of the optional GPU job's runner (a repository variable names its label): the wheels it checks.
+GPU_PLATFORM = "linux-x86_64"
+
+
+@dataclass(frozen=True)
+class GpuJob:
+    """One wheel's GPU checks on a runner with an NVIDIA GPU: installed with its declared dependencies in a fresh
+    venv, the recipe's gpu_checks and the variant module's diagnostic run (`nox -s gpu-check`)."""
+
+    wheel: WheelJob
+
+    @property
+    def id(self) -> str:
+        return f"gpu-{self.wheel.id}"
+
+    @property
+    def command(self) -> str:
+        return f"nox -s gpu-check -- dist/{self.wheel.wheel_glob}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "build_job": self.wheel.build.id,
+            "command": self.command,
+            "wheel_glob": self.wheel.wheel_glob,
+            "dist_name": self.wheel.build.variant.dist_name,
+            "cuda": self.wheel.build.variant.major,
+            "python": self.wheel.cell.python,
+            "platform": self.wheel.cell.platform,
+        }
+
+
 @dataclass(frozen=True)
 class Plan:
     matrix: Loaded[Matrix]
@@ -248,16 +280,21 @@ class Plan:
                     jobs.append(WheelJob(build, cell, settings.smoke_runner or settings.runner))
         return jobs
 
+    def gpu_jobs(self) -> list[GpuJob]:
+        return [GpuJob(job) for job in self.wheel_jobs() if job.cell.platform == GPU_PLATFORM]
+
     def as_json(self) -> dict[str, dict[str, list[dict[str, object]]]]:
-        """Two GitHub Actions matrices: the build jobs, and the wheels they make (one smoke job each)."""
+        """Three GitHub Actions matrices: the build jobs, the wheels they make (one smoke job each), and the
+        wheels the optional GPU job checks (one job each, where a GPU runner is configured)."""
         return {
             "build": {"include": [job.as_json() for job in self.build_jobs()]},
             "smoke": {"include": [job.as_json() for job in self.wheel_jobs()]},
+            "gpu": {"include": [job.as_json() for job in self.gpu_jobs()]},
         }
 
     def command_of(self, job_id: str) -> str | None:
-        """The command that reproduces a build job or a single wheel, by its id."""
-        jobs: list[BuildJob | WheelJob] = [*self.build_jobs(), *self.wheel_jobs()]
+        """The command that reproduces a build job, a single wheel or a wheel's GPU checks, by its id."""
+        jobs: list[BuildJob | WheelJob | GpuJob] = [*self.build_jobs(), *self.wheel_jobs(), *self.gpu_jobs()]
         return next((job.command for job in jobs if job.id == job_id), None)
 
 
