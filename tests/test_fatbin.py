@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,13 @@ from elftools.elf.elffile import ELFFile
 from wheelfactory.audit import audit_wheel
 from wheelfactory.binaries.elf import DEVICE_CODE_SECTION
 from wheelfactory.binaries.fatbin import CONTAINER_MAGIC, DeviceCode
-from wheelfactory.binaries.wheelfile import pack, read_device_code, unpack
+from wheelfactory.binaries.wheelfile import pack, read_binaries, read_device_code, unpack
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
+from wheelfactory.gpus import runs_on
 from wheelfactory.pipeline import existing
 from wheelfactory.plan import copy_inputs, make_plan
+from wheelfactory.repair import record_gpu_code
 
 from .conftest import Built, matrix_for
 
@@ -88,7 +91,15 @@ def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
     # The report says what the wheel runs on.
     (reported,) = json.loads((built.root / "dist" / "report.json").read_text())["wheels"]
     isa = "{}.{}".format(*release.ptx_isa_version)
-    assert reported["gpu_code"] == {"sass": [f"sm_{a}" for a in archs], "ptx": [f"compute_{max(archs)} (ISA {isa})"]}
+    floor = {11: "520.61.05", 12: "550.54.14", 13: "580.65.06"}[major]  # the PTX ISA's release's driver
+    assert reported["gpu_code"] == {
+        "sass": [f"sm_{a}" for a in archs],
+        "ptx": [f"compute_{max(archs)} (ISA {isa})"],
+        "ptx_isa": isa,
+        "runs_on": runs_on(list(archs), [max(archs)]),
+        "minimum_driver": reported["gpu_code"]["minimum_driver"],
+    }
+    assert reported["gpu_code"]["minimum_driver"]["version"] == floor
 
 
 @pytest.mark.parametrize(
@@ -208,3 +219,42 @@ def test_an_architecture_the_module_lacks_is_rejected_by_name(built12: Built, tm
     assert {entry["arch"] for entry in device.gpu_code} == {f"sm_{a}" for a in (70, 75, 80, 86, 89, 90)} | {
         "compute_90"
     }
+
+
+@pytest.mark.slow
+def test_a_narrowed_module_passes_where_the_recipe_says_so(built12: Built, tmp_path: Path, build_image: str) -> None:
+    """The same wheel, sm_87 asked of the variant, but the kernel module narrowed on purpose to sm_80 and sm_90."""
+    root = copy_inputs(built12.root, tmp_path / "project")
+    recipe = root / "recipes/cuprobe/recipe.yaml"
+    recipe.write_text(
+        recipe.read_text() + "cuda_archs: {12: [70, 75, 80, 86, 87, 89, 90]}\n"
+        "device_code_archs: {cuprobe._device: [80, 90]}\n"
+    )
+    variant = next(v for v in make_plan(root, matrix_for(root, build_image), ["cuprobe"]).variants if v.major == 12)
+    assert variant.device_code_archs("cuprobe._device") == (80, 90)
+    audit = audit_wheel(existing(built12.wheel, variant, build_image))
+    assert audit.passed, audit.all_problems()
+
+
+@pytest.mark.slow
+def test_the_variant_module_carries_what_the_binaries_do(built12: Built, tmp_path: Path, build_image: str) -> None:
+    """The repair writes the wheel's real GPU code into its variant module: the factory's build carries what was
+    planned; a wheel whose kernels hold only sm_80 SASS (entries of the real fatbin, the rest left out) says so."""
+    tree = unpack(built12.wheel, tmp_path / "tree")
+    namespace: dict[str, object] = {}
+    exec(compile((tree / "cuprobe/_cuda_variant.py").read_text(), "variant", "exec"), {"__name__": "x"}, namespace)
+    code = namespace["GPU_CODE"]
+    assert isinstance(code, dict)
+    assert (code["sass"], code["ptx"], code["ptx_isa"]) == ([70, 75, 80, 86, 89, 90], [90], "8.4")
+    assert code["minimum_driver"] == {"linux": "550.54.14", "windows": "551.61"}
+
+    binaries = read_binaries(tree, "linux")
+    narrowed = {
+        member: replace(binary, fatbin=tuple(e for e in binary.fatbin if e.name == "sm_80"))
+        for member, binary in binaries.items()
+    }
+    built = existing(built12.wheel, built12.variant, build_image)
+    assert record_gpu_code(tree, narrowed, built)
+    text = (tree / "cuprobe/_cuda_variant.py").read_text()
+    assert "'sass': [80], 'ptx': [], 'ptx_isa': None" in text
+    assert "RUNS_ON = 'Ampere natively; nothing newer (no PTX)'" in text

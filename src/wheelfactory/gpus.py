@@ -66,3 +66,17 @@ def minimum_driver(major: int, ptx_isas: list[tuple[int, int]], os: OS) -> Drive
 
 def _release_of(ptx_isa: str) -> str:
     return next(name for name, r in toolkit_table().releases.items() if r.ptx_isa == ptx_isa)
+
+
+def code_facts(major: int, sass: list[int], ptx: list[int], ptx_isa: tuple[int, int] | None) -> dict[str, object]:
+    """What the variant module says of a wheel's GPU code: the plain SASS and PTX architectures, the newest PTX
+    ISA, and per OS the oldest driver that runs it (`sass_driver`: where SASS serves the GPU, no JIT)."""
+    return {
+        "sass": sorted(set(sass)),
+        "ptx": sorted(set(ptx)),
+        "ptx_isa": "{}.{}".format(*ptx_isa) if ptx_isa else None,
+        "minimum_driver": {
+            os: minimum_driver(major, [ptx_isa] if ptx_isa else [], os).version for os in ("linux", "windows")
+        },
+        "sass_driver": {os: minimum_driver(major, [], os).version for os in ("linux", "windows")},
+    }

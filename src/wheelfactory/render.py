@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from . import host
 from .components import OS, component_table, gpu_generations, platforms, toolkit_table
 from .errors import InputError, Problem, UserError
-from .gpus import minimum_driver, runs_on
+from .gpus import code_facts, runs_on
 from .plan import Plan, Variant
 from .source_metadata import (
     Readme,
@@ -370,23 +370,14 @@ def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, 
 
 
 def gpu_code_context(variant: Variant, siblings: list[Variant]) -> dict[str, object]:
-    """What the variant module says of the GPUs the build serves: the device code planned (the audit holds each
-    device_code binary to it), the oldest driver per OS, and the same for the recipe's other CUDA majors, so
-    that a GPU this variant has no code for is pointed at one that has."""
+    """What the variant module says of the GPUs the build serves: the device code planned (the repair writes what
+    the wheel's binaries really carry in its place), the oldest driver per OS, and the same for the recipe's other
+    CUDA majors, so that a GPU this variant has no code for is pointed at one that has."""
 
     def planned(v: Variant) -> dict[str, object]:
         release = toolkit_table().releases[v.cuda.toolkit]
-        return {
-            "dist_name": v.dist_name,
-            "toolkit": v.cuda.toolkit,
-            "sass": list(v.cuda_archs),
-            "ptx": [max(v.cuda_archs)],
-            "ptx_isa": release.ptx_isa,
-            "minimum_driver": {
-                os: minimum_driver(v.major, [release.ptx_isa_version], os).version for os in ("linux", "windows")
-            },
-            "sass_driver": {os: minimum_driver(v.major, [], os).version for os in ("linux", "windows")},
-        }
+        facts = code_facts(v.major, list(v.cuda_archs), [max(v.cuda_archs)], release.ptx_isa_version)
+        return {"dist_name": v.dist_name, "toolkit": v.cuda.toolkit, **facts}
 
     return {
         "gpu_code": planned(variant),

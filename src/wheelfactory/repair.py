@@ -6,22 +6,26 @@ path>` entries for the components it links, computed from where that binary will
 `<dist>.data/` included. DT_RPATH (not RUNPATH), so the entries also serve libraries those load in turn.
 
 This is where a wheel's binaries are read, once: the BuiltWheel carries them, as repaired, to the audit and the
-smoke tiers. Windows wheels need no RPATH (delvewheel repaired them, and their loader adds DLL directories):
-their binaries are read as they are.
+smoke tiers; and where the GPU code they carry is written into the wheel's variant modules. Windows wheels need
+no RPATH (delvewheel repaired them, and their loader adds DLL directories): their binaries are read as they are.
 """
 
 from __future__ import annotations
 
+import ast
 import posixpath
+import re
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 
 from . import host
-from .binaries.wheelfile import pack, read_binaries, unpack
+from .binaries.wheelfile import Binary, pack, read_binaries, unpack
 from .built import BuiltWheel, RpathChange
 from .components import OS, component_table
 from .errors import ToolFailure
+from .gpus import code_facts, runs_on
+from .render import VARIANT_MODULE
 
 # Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
 DATA_DIRS = {"purelib": "{site}", "platlib": "{site}", "scripts": "bin", "data": ".", "headers": "include"}
@@ -86,8 +90,41 @@ def read_binaries_of(built: BuiltWheel) -> None:
         built.binaries = read_binaries(unpack(built.path, Path(scratch)), built.name.os)
 
 
+_GPU_CODE_LINE = re.compile(r"^GPU_CODE = (.*)$", re.MULTILINE)
+_RUNS_ON_LINE = re.compile(r"^RUNS_ON = (.*)$", re.MULTILINE)
+
+
+def record_gpu_code(tree: Path, binaries: dict[str, Binary], built: BuiltWheel) -> bool:
+    """Put what the wheel's binaries really carry (SASS, PTX, its ISA, the driver floors) in place of the planned
+    GPU code in each variant module of the unpacked wheel, so that `python -m pkg._cuda_variant` answers for this
+    wheel, not for its recipe. Whether a module changed."""
+    entries = [entry for binary in binaries.values() for entry in binary.fatbin]
+    isas = sorted({e.ptx_isa for e in entries if e.kind == "ptx" and e.ptx_isa})
+    sass = [e.arch for e in entries if e.kind == "sass" and not e.suffix]
+    ptx = [e.arch for e in entries if e.kind == "ptx"]
+    words = runs_on(sorted(set(sass)), sorted(set(ptx)))
+    changed = False
+    for package in built.variant.packages:
+        module = tree.joinpath(*package.split("."), VARIANT_MODULE)
+        text = module.read_text(encoding="utf-8") if module.is_file() else ""
+        planned = _GPU_CODE_LINE.search(text)
+        if planned is None:
+            continue
+        shown = ast.literal_eval(planned.group(1))
+        facts = {"dist_name": shown["dist_name"], "toolkit": shown["toolkit"]}
+        facts.update(code_facts(built.variant.major, sass, ptx, isas[-1] if isas else None))
+        # Replaced as literal text (not a regex template): repr may hold backslashes.
+        updated = text[: planned.start()] + f"GPU_CODE = {facts!r}" + text[planned.end() :]
+        updated = _RUNS_ON_LINE.sub(lambda _: f"RUNS_ON = {words!r}", updated, count=1)
+        if updated != text:
+            module.write_text(updated, encoding="utf-8")
+            changed = True
+    return changed
+
+
 def repair(built: BuiltWheel, out_dir: Path) -> None:
-    """Read the wheel's binaries; on Linux set each one's RPATH and write the repaired wheel to out_dir."""
+    """Read the wheel's binaries; on Linux set each one's RPATH; write the GPU code they carry into the variant
+    modules; and write the repaired wheel to out_dir."""
     name = built.name
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
@@ -106,9 +143,10 @@ def repair(built: BuiltWheel, out_dir: Path) -> None:
             host.run(command, f"setting the RPATH of {member}")
             changes.append(RpathChange(member, binary.rpath + binary.runpath, after))
             binaries[member] = binary.with_rpath(after)
+        recorded = record_gpu_code(tree, binaries, built)
         target = out_dir / built.path.name
         target.unlink(missing_ok=True)
-        if changes:
+        if changes or recorded:
             built.path = pack(tree, out_dir, built.run.source_date_epoch if built.run else None)
         elif built.path.parent.resolve() != out_dir.resolve():
             shutil.copy2(built.path, target)

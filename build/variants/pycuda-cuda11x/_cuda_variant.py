@@ -9,8 +9,9 @@ site, Debian's dist-packages — it does not; and a library NVIDIA's own librari
 libnvrtc.so.13 has no RUNPATH) is found by the system's loader, where a system CUDA registered with ldconfig wins.
 So each component's library is looked for in the package's own site-packages, then under every sys.path entry,
 only for CUDA 11, and loaded from there by its full path (Linux, RTLD_GLOBAL) — after the libraries of
-the components it needs and before those it opens by name, all from the same folder tree — or their folders added
-to the DLL search path (Windows). What is found nowhere is left to the system's loader, and fails only when used.
+the components it needs and before those it opens by name, all from the same folder tree; beside the package the
+RPATH serves the component itself and only those are loaded — or their folders added to the DLL search path
+(Windows). What is found nowhere is left to the system's loader, and fails only when used.
 
 `python -m pycuda._cuda_variant` says where each library comes from and why, which GPUs the wheel's code runs on,
 what this machine's GPUs and driver are, whether each GPU has code here (and which other build has it when not),
@@ -39,8 +40,9 @@ OPTIONAL = {
 NEEDED = {
 }
 
-# The GPU code this build compiles: SASS per architecture, PTX for the newest (the audit held every device_code
-# binary of the wheel to it), and the oldest driver that runs it per OS (SASS alone: `sass_driver`).
+# The GPU code the wheel's binaries carry — SASS and PTX architectures, the newest PTX ISA — and the oldest driver
+# that runs it per OS (SASS alone: `sass_driver`). Rendered from the plan; the repair writes what the built
+# binaries really carry in its place.
 GPU_CODE = {'dist_name': 'pycuda-cuda11x', 'toolkit': '11.8', 'sass': [60, 70, 75, 80, 86, 90], 'ptx': [90], 'ptx_isa': '7.8', 'minimum_driver': {'linux': '520.61.05', 'windows': '520.06'}, 'sass_driver': {'linux': '450.80.02', 'windows': '452.39'}}
 RUNS_ON = 'Pascal to Hopper natively (sm_60–sm_90); newer GPUs via JIT of compute_90'
 # Binaries (patterns) built on purpose for fewer architectures: those they carry.
@@ -123,16 +125,27 @@ def _with_companions(component, system):
 
 
 def _load_linux():
-    """Load each component's library, its needs and what it opens by name, from the sys.path entry that holds
-    it, by full path: the one copy, whatever the system's loader would have found."""
+    """Load each component's library (beside the package, only what it needs and opens), its needs and what it
+    opens by name, from the sys.path entry that holds it, by full path: the one copy, whatever the system's
+    loader would have found."""
     import ctypes
     import os
 
+    own = os.path.normcase(_own_site())
     pending = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
-        if spec["linux"] is not None:
-            queued = {path for path, _ in pending}
-            pending += [(path, why) for path, why in _with_companions(component, "linux") if path not in queued]
+        if spec["linux"] is None:
+            continue
+        library = spec["linux"][1][0]
+        for path, why in _with_companions(component, "linux"):
+            if path in {queued for queued, _ in pending}:
+                continue
+            if os.path.basename(path) == library and os.path.normcase(path).startswith(own + os.sep):
+                # Beside the package the extensions' RPATH reaches the component itself; what it needs and what it
+                # opens by name are loaded all the same (a library's own RUNPATH may not reach them).
+                FOUND.setdefault(library, (path, why))
+                continue
+            pending.append((path, why))
     # A library whose own dependencies are not loaded yet fails; it is tried again once the others are in.
     while pending:
         failed = []
@@ -142,7 +155,7 @@ def _load_linux():
             except OSError:
                 failed.append((path, why))
                 continue
-            FOUND[os.path.basename(path)] = (path, "loaded: " + why)
+            FOUND.setdefault(os.path.basename(path), (path, "loaded: " + why))
         if len(failed) == len(pending):
             break
         pending = failed
@@ -329,7 +342,7 @@ def _other_builds_for(arch):
 
 
 def _names(archs, prefix="sm"):
-    return " ".join(f"{prefix}_{a}" for a in archs)
+    return " ".join(f"{prefix}_{a}" for a in archs) or "none"
 
 
 def diagnose():
@@ -339,10 +352,15 @@ def diagnose():
 
     system = "windows" if sys.platform == "win32" else "linux"
     code = GPU_CODE
-    lines = [
-        f"GPU code: SASS {_names(code['sass'])}; PTX {_names(code['ptx'], 'compute')} (ISA {code['ptx_isa']})",
-        f"  {RUNS_ON}",
-    ]
+    compiled = bool(code["sass"] or code["ptx"])
+    if compiled:
+        lines = [
+            f"GPU code: SASS {_names(code['sass'])}; PTX {_names(code['ptx'], 'compute')}"
+            + (f" (ISA {code['ptx_isa']})" if code["ptx_isa"] else ""),
+            f"  {RUNS_ON}",
+        ]
+    else:
+        lines = ["GPU code: none in the wheel's binaries (what runs on the GPU is compiled at run time)"]
     lines += [f"  {pattern}: only {_names(archs)} (narrowed on purpose)" for pattern, archs in NARROWED.items()]
     lines.append(
         f"minimum driver: {code['minimum_driver'][system]} ({code['sass_driver'][system]} where SASS serves the GPU)"
@@ -357,6 +375,9 @@ def diagnose():
     for index, name, arch in found:
         generation = GENERATIONS.get(arch, "")
         head = f"GPU {index}: {name}, compute capability {arch // 10}.{arch % 10}{f' ({generation})' if generation else ''}"
+        if not compiled:
+            lines.append(head)
+            continue
         how = code_for(arch, code)
         if how is None:
             troubles = True

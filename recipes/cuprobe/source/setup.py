@@ -28,8 +28,8 @@ every_cuda_library = ["cudart", "cublas", "nvrtc"]
 def gencode(cmake_archs: str) -> list[str]:
     flags = []
     for item in filter(None, cmake_archs.split(";")):
-        arch, _, kind = item.partition("-")
-        codes = [f"sm_{arch}"] if kind == "real" else [f"sm_{arch}", f"compute_{arch}"]
+        arch, _, kind = item.partition("-")  # CMake's: 80-real SASS only, 80-virtual PTX only, 80 both
+        codes = {"real": [f"sm_{arch}"], "virtual": [f"compute_{arch}"]}.get(kind, [f"sm_{arch}", f"compute_{arch}"])
         flags.append(f"-gencode=arch=compute_{arch},code=[{','.join(codes)}]")
     return flags
 
