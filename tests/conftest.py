@@ -24,6 +24,9 @@ from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.report import WheelRecord
 from wheelfactory.toolkit.buildenv import linux_environment
 
+# A session fixture every test module may ask for: NVIDIA's cuobjdump from its pip wheel.
+from .cuobjdump import cuobjdump  # noqa: F401
+
 REPO = Path(__file__).resolve().parent.parent
 OFFLINE_IMAGE = "manylinux-offline:latest"
 # The matrix whose toolkits have an nvcc source this host reaches (Debian's packages); with the real manylinux

@@ -4,12 +4,11 @@ the factory builds it for CUDA 11.8, 12.4 and 13.0, and kernels this host's nvcc
 
 from __future__ import annotations
 
+import ast
 import json
-import re
 import shutil
 import struct
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from elftools.elf.elffile import ELFFile
 
 from wheelfactory.audit import audit_wheel
 from wheelfactory.binaries.elf import DEVICE_CODE_SECTION
-from wheelfactory.binaries.fatbin import CONTAINER_MAGIC, DeviceCode
+from wheelfactory.binaries.fatbin import CONTAINER_MAGIC
 from wheelfactory.binaries.wheelfile import pack, read_binaries, read_device_code, unpack
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
@@ -28,44 +27,9 @@ from wheelfactory.plan import copy_inputs, make_plan
 from wheelfactory.repair import record_gpu_code
 
 from .conftest import Built, matrix_for
+from .cuobjdump import as_cuobjdump_names, listed, ptx_versions
 
 KERNEL = "__global__ void scale(float a, float *x) { x[threadIdx.x] *= a; }\n"
-CUOBJDUMP = "nvidia-cuda-cuobjdump==13.2.86"
-# A listed entry: "ELF file    3: device.3.sm_100a.cubin", "PTX file    1: device.1.sm_90.ptx"
-_LISTED = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\w+)\.(?:cubin|ptx)$")
-
-
-@pytest.fixture(scope="module")
-def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("cuobjdump")
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest"]
-    command += [str(where), "--platform", "manylinux_2_17_x86_64", "--python-version", "3.12", CUOBJDUMP]
-    subprocess.run(command, check=True)
-    tool = next(unpack(next(where.glob("*.whl")), where / "site").rglob("bin/cuobjdump"))
-    tool.chmod(0o755)
-    return tool
-
-
-def _listed(cuobjdump: Path, binary: Path) -> list[tuple[str, str]]:
-    """(kind, name) of each entry, as cuobjdump lists them: cubins by their architecture (an `f` cubin as the
-    plain one), PTX by the architecture it targets."""
-    done = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", binary], capture_output=True, text=True, check=True)
-    found = []
-    for line in done.stdout.splitlines():
-        match = _LISTED.match(line.strip())
-        assert match, line
-        found.append(("sass" if match[1] == "ELF" else "ptx", match[2]))
-    return found
-
-
-def _as_cuobjdump_names(entries: tuple[DeviceCode, ...]) -> list[tuple[str, str]]:
-    return [(e.kind, f"sm_{e.arch}{e.suffix if e.kind == 'ptx' or e.suffix == 'a' else ''}") for e in entries]
-
-
-def _ptx_versions(cuobjdump: Path, binary: Path) -> list[tuple[int, int]]:
-    """The `.version` line of each PTX entry's text, as cuobjdump decompresses it."""
-    done = subprocess.run([cuobjdump, "--dump-ptx", binary], capture_output=True, text=True, check=True)
-    return [(int(a), int(b)) for a, b in re.findall(r"^\.version (\d+)\.(\d+)$", done.stdout, re.MULTILINE)]
 
 
 def _device_module(built: Built, tmp_path: Path) -> Path:
@@ -80,8 +44,8 @@ def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
     built: Built = request.getfixturevalue(f"built{major}")
     module = _device_module(built, tmp_path)
     entries = read_device_code(module, module.name, "linux")
-    assert _as_cuobjdump_names(entries) == _listed(cuobjdump, module)
-    assert [e.ptx_isa for e in entries if e.kind == "ptx"] == _ptx_versions(cuobjdump, module)
+    assert as_cuobjdump_names(entries) == listed(cuobjdump, module)
+    assert [e.ptx_isa for e in entries if e.kind == "ptx"] == ptx_versions(cuobjdump, module)
     # ...which is the ISA toolkits.yaml says the release writes.
     release = toolkit_table().releases[built.variant.cuda.toolkit]
     assert {e.ptx_isa for e in entries if e.kind == "ptx"} == {release.ptx_isa_version}
@@ -126,8 +90,8 @@ def test_the_reader_agrees_with_cuobjdump_on_every_kind_of_entry(
     subprocess.run(command, check=True)
     entries = read_device_code(library, library.name, "linux")
     assert {e.name for e in entries} == expected
-    assert _as_cuobjdump_names(entries) == _listed(cuobjdump, library)
-    assert [e.ptx_isa for e in entries if e.kind == "ptx"] == _ptx_versions(cuobjdump, library)
+    assert as_cuobjdump_names(entries) == listed(cuobjdump, library)
+    assert [e.ptx_isa for e in entries if e.kind == "ptx"] == ptx_versions(cuobjdump, library)
     # An uncompressed cubin names the toolkit that made it.
     assert {e.toolkit for e in entries if e.kind == "sass" and not e.compressed} <= {"13.0"}
 
@@ -241,10 +205,8 @@ def test_the_variant_module_carries_what_the_binaries_do(built12: Built, tmp_pat
     """The repair writes the wheel's real GPU code into its variant module: the factory's build carries what was
     planned; a wheel whose kernels hold only sm_80 SASS (entries of the real fatbin, the rest left out) says so."""
     tree = unpack(built12.wheel, tmp_path / "tree")
-    namespace: dict[str, object] = {}
-    exec(compile((tree / "cuprobe/_cuda_variant.py").read_text(), "variant", "exec"), {"__name__": "x"}, namespace)
-    code = namespace["GPU_CODE"]
-    assert isinstance(code, dict)
+    (line,) = [x for x in (tree / "cuprobe/_cuda_variant.py").read_text().splitlines() if x.startswith("GPU_CODE =")]
+    code = ast.literal_eval(line.removeprefix("GPU_CODE ="))
     assert (code["sass"], code["ptx"], code["ptx_isa"]) == ([70, 75, 80, 86, 89, 90], [90], "8.4")
     assert code["minimum_driver"] == {"linux": "550.54.14", "windows": "551.61"}
 

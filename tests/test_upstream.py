@@ -6,15 +6,17 @@ broken build its own build script lets through silently.
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from wheelfactory.binaries.wheelfile import metadata
+from wheelfactory.binaries.wheelfile import metadata, unpack
 from wheelfactory.errors import ToolFailure
 
 from .conftest import Built, add_multipkg, build_recipe
+from .cuobjdump import as_cuobjdump_names, listed, ptx_versions
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 CUDA_LIBRARIES = ("libcudart", "libnvrtc", "libcublas", "libcuda.")
@@ -66,6 +68,24 @@ def test_cuvec_reaches_dist_with_its_device_code(cuvec13: Built) -> None:
     assert "Could not find CUDA" not in build_log
 
 
+def test_the_fatbin_reader_agrees_with_cuobjdump_on_cuvecs_modules(
+    cuvec13: Built, cuobjdump: Path, tmp_path: Path
+) -> None:
+    """Every binary of cuvec's wheel that carries device code (CMake's CUDA support compiled it, not the factory's
+    flags), read by the reader and by NVIDIA's cuobjdump; and the report's answer for the wheel."""
+    tree = unpack(cuvec13.wheel, tmp_path / "tree")
+    with_code = [b for b in cuvec13.record.built.binaries.values() if b.fatbin]
+    assert len(with_code) == 3, [b.member for b in cuvec13.record.built.binaries.values()]
+    for binary in with_code:
+        path = tree / binary.member
+        assert as_cuobjdump_names(binary.fatbin) == listed(cuobjdump, path), binary.member
+        assert [e.ptx_isa for e in binary.fatbin if e.kind == "ptx"] == ptx_versions(cuobjdump, path)
+    (reported,) = json.loads((cuvec13.root / "dist" / "report.json").read_text())["wheels"]
+    gpu = reported["gpu_code"]
+    assert gpu["sass"] == [f"sm_{a}" for a in (75, 80, 86, 89, 90, 100, 120)] and gpu["ptx_isa"] == "9.0"
+    assert gpu["minimum_driver"]["version"] == "580.65.06" and "Turing to Blackwell" in gpu["runs_on"]
+
+
 def test_a_cpu_only_cuvec_is_kept_out_of_dist(tmp_path: Path, build_image: str) -> None:
     # Its CMakeLists falls back to a CPU-only build, with a warning and nothing more, when CMake finds no CUDA.
     # The toolkit hidden from find_package(CUDAToolkit) makes that happen here.
@@ -107,6 +127,13 @@ def test_pyvkfft_reaches_dist_and_says_what_needs_the_driver(tmp_path: Path, bui
     assert "libnvrtc.so.12" in _checks(built, 1)[load][1]
     assert "libcuda.so.1: cannot open shared object file" in _checks(built, 2)[load][1]
     assert _checks(built, 1)["import pyvkfft → ok"][0]
+    # It compiles its kernels with NVRTC at run time: no device code in the wheel, CUDA 12's driver floor.
+    (reported,) = json.loads((built.root / "dist" / "report.json").read_text())["wheels"]
+    assert reported["gpu_code"]["sass"] == [] and reported["gpu_code"]["ptx"] == []
+    assert reported["gpu_code"]["minimum_driver"] == {
+        "version": "525.60.13",
+        "why": "CUDA 12.x minor version compatibility",
+    }
 
 
 def test_pyvkfft_built_without_nvcc_is_kept_out_of_dist(tmp_path: Path, build_image: str) -> None:

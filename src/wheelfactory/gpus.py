@@ -25,7 +25,7 @@ def generation(arch: int) -> str:
 def runs_on(sass: list[int], ptx: list[int]) -> str:
     """In words: the generations that run the SASS natively, and what the PTX lets newer GPUs JIT."""
     if not sass and not ptx:
-        return "no GPU code"
+        return "no compiled GPU code (what runs on the GPU is compiled at run time)"
     parts = []
     if sass:
         low, high = generation(min(sass)), generation(max(sass))

@@ -100,7 +100,7 @@ def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
         "runs_on": runs_on(
             sorted({e.arch for e in ordered if e.kind == "sass" and not e.suffix}), sorted({e.arch for e in ptx})
         ),
-        "minimum_driver": {"version": floor.version, "why": floor.why} if entries else None,
+        "minimum_driver": {"version": floor.version, "why": floor.why},
     }
 
 
