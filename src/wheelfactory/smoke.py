@@ -23,6 +23,7 @@ Each tier's checks run in one call into the machine (data/../smoke_probe.py), ea
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import shlex
@@ -59,9 +60,10 @@ SMOKE_CONTAINER_LIFETIME_S = 3600
 # Where a smoke container keeps its decoy system CUDA (registered with ldconfig).
 DECOY_CUDA = "/opt/decoy-cuda/lib64"
 # Compiles a kernel with NVRTC to CUBIN, which needs no GPU: NVRTC opens its builtins then. Formatted with the
-# package (imported first: its variant module loads NVRTC), NVRTC's library file and the architecture.
-NVRTC_COMPILE = """import ctypes, {package}
-nvrtc = ctypes.CDLL("{library}")
+# package (imported first: its variant module loads what NVRTC needs and opens), a pattern of NVRTC's library file
+# in the layout (the file the RPATH or the variant module loads) and the architecture.
+NVRTC_COMPILE = """import ctypes, glob, {package}
+nvrtc = ctypes.CDLL(sorted(glob.glob({library!r}, recursive=True))[0])
 program = ctypes.c_void_p()
 source = b'extern "C" __global__ void scale(float *x, float a) {{ x[threadIdx.x] *= a; }}'
 assert nvrtc.nvrtcCreateProgram(ctypes.byref(program), source, b"scale.cu", 0, None, None) == 0
@@ -501,7 +503,9 @@ def nvrtc_compile(built: BuiltWheel, site: str, pythonpath: str | None) -> list[
     if layout is None:
         return []
     arch = max(variant.cuda_archs)
-    statement = NVRTC_COMPILE.format(package=variant.recipe.import_name, library=layout.libraries[0], arch=arch)
+    folder = layout.lib_dir if built.name.os == "linux" else layout.dll_dir
+    library = f"{glob.escape(site)}/**/{folder}/{layout.libraries[0]}"
+    statement = NVRTC_COMPILE.format(package=variant.recipe.import_name, library=library, arch=arch)
     _, spec = _expect(statement, "ok", site=site, pythonpath=pythonpath)
     return [(f"NVRTC compiles a kernel to CUBIN for sm_{arch}, its builtins from this layout → ok", spec)]
 
