@@ -44,6 +44,18 @@ def _module(path: Path, gpus: list[tuple[int, str, int]], driver: str, cuda: tup
     return namespace
 
 
+def _python(module: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """This host's Python, run beside the package that holds `module`, with nothing else on PYTHONPATH."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=module.parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+
+
 def test_a_gpu_the_wheel_has_no_code_for_is_sent_to_the_build_that_has(modules: dict[int, Path]) -> None:
     variant = _module(modules[12], [(0, "Tesla P100-PCIE-16GB", 60)], "550.54.14", (12, 4))
     lines, troubles = variant["diagnose"]()
@@ -86,13 +98,7 @@ def test_nvrtc_newer_than_the_driver_is_warned_of(modules: dict[int, Path]) -> N
 
 def test_without_a_driver_the_diagnostic_says_so_and_exits_0(modules: dict[int, Path]) -> None:
     """This host, as it is: no driver. The module runs as `python -m`, exit 0 (nothing here cannot run it)."""
-    run = subprocess.run(
-        [sys.executable, "-m", "cuprobe._cuda_variant"],
-        cwd=modules[13].parent.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = _python(modules[13], "-m", "cuprobe._cuda_variant")
     assert run.returncode == 0, run.stderr
     assert "driver: no NVIDIA driver here (libcuda.so.1 not found)" in run.stdout
     assert "GPU code: SASS sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120; PTX compute_120 (ISA 9.0)" in run.stdout
@@ -109,24 +115,11 @@ def test_without_a_driver_the_diagnostic_says_so_and_exits_0(modules: dict[int, 
 def test_the_three_failures_point_at_the_diagnostic_without_hiding_the_error(
     error: str, modules: dict[int, Path]
 ) -> None:
-    run = subprocess.run(
-        [sys.executable, "-c", f"import cuprobe\nraise RuntimeError({error!r})"],
-        cwd=modules[12].parent.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
+    run = _python(modules[12], "-c", f"import cuprobe\nraise RuntimeError({error!r})")
     assert run.returncode == 1
     assert f"RuntimeError: {error}" in run.stderr  # the traceback, as Python prints it
     assert run.stderr.rstrip().endswith(
         "cuprobe-cuda12x: `python -m cuprobe._cuda_variant` says which GPUs and drivers this wheel supports"
     )
-    other = subprocess.run(
-        [sys.executable, "-c", "import cuprobe\nraise RuntimeError('something else')"],
-        cwd=modules[12].parent.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    other = _python(modules[12], "-c", "import cuprobe\nraise RuntimeError('something else')")
     assert "_cuda_variant" not in other.stderr
