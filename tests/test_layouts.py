@@ -16,7 +16,16 @@ import pytest
 from wheelfactory.binaries.wheelfile import pack, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
-from wheelfactory.smoke import DECOY_CUDA, NVRTC_COMPILE, HostMachine, TierResult, smoke, tier1, tier2
+from wheelfactory.smoke import (
+    DECOY_CUDA,
+    NVRTC_COMPILE,
+    HostMachine,
+    TierResult,
+    register_decoys,
+    smoke,
+    tier1,
+    tier2,
+)
 from wheelfactory.toolkit.provision import nvidia_wheels, provision, runtime_site
 
 from .conftest import Built
@@ -107,9 +116,8 @@ def test_without_the_variant_module_nvrtc_opens_the_decoys_builtins(built13: Bui
     built = existing(built13.wheel, built13.variant, build_image)
     site = runtime_site(built.toolkit, nvidia_wheels(built.path, "floors"))
     script = (
-        f"mkdir -p {DECOY_CUDA} && cp /rt/nvidia/cu13/lib/libnvrtc-builtins.so.13.* {DECOY_CUDA}/ && "
-        f"echo {DECOY_CUDA} > /etc/ld.so.conf.d/000-decoy-cuda.conf && ldconfig && "
-        "/opt/python/cp312-cp312/bin/python -c "
+        register_decoys(["/rt/nvidia/cu13/lib/libnvrtc-builtins.so.13.*"])
+        + " && /opt/python/cp312-cp312/bin/python -c "
         + shlex.quote(
             NVRTC_COMPILE.format(package="os", library="/rt/nvidia/cu13/lib/libnvrtc.so.13", arch=90)
             + "print([l.split()[-1] for l in open('/proc/self/maps') if 'libnvrtc-builtins' in l][0])"

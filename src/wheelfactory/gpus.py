@@ -9,10 +9,12 @@ that wrote it, SASS only the major's minor-version-compatibility floor.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from packaging.version import Version
 
+from .binaries.fatbin import DeviceCode
 from .components import OS, gpu_generations, toolkit_table
 
 
@@ -50,22 +52,42 @@ def minimum_driver(major: int, ptx_isas: list[tuple[int, int]], os: OS) -> Drive
     """The oldest driver that runs the code: the major's minor-version floor, raised to the driver of the release
     whose PTX ISA is the newest carried (a driver older than that rejects the PTX: "unsupported toolchain")."""
     table = toolkit_table()
-    floor = table.minor_version_drivers[major].on(os)
-    why = f"CUDA {major}.x minor version compatibility"
-    if ptx_isas:
-        newest = max(ptx_isas)
-        # The first release whose nvcc writes this ISA or a newer one: its driver reads the PTX.
-        releases = sorted(
-            (r for r in table.releases.values() if r.ptx_isa_version >= newest), key=lambda r: r.ptx_isa_version
+    floor = DriverFloor(table.minor_version_drivers[major].on(os), f"CUDA {major}.x minor version compatibility")
+    if not ptx_isas:
+        return floor
+    newest = max(ptx_isas)
+    # The first release whose nvcc writes this ISA or a newer one: its driver reads the PTX.
+    readers = sorted((r.ptx_isa_version, name) for name, r in table.releases.items() if r.ptx_isa_version >= newest)
+    if not readers:
+        return floor
+    name = readers[0][1]
+    driver = table.releases[name].driver.on(os)
+    if Version(driver) <= Version(floor.version):
+        return floor
+    return DriverFloor(driver, f"PTX ISA {newest[0]}.{newest[1]} needs the driver of CUDA {name}")
+
+
+@dataclass(frozen=True)
+class CodeSummary:
+    """A wheel's GPU code over all its binaries: the plain SASS architectures, the PTX ones, the newest PTX ISA."""
+
+    sass: list[int]
+    ptx: list[int]
+    newest_isa: tuple[int, int] | None
+
+    @classmethod
+    def of(cls, entries: Iterable[DeviceCode]) -> CodeSummary:
+        found = list(entries)
+        isas = sorted({e.ptx_isa for e in found if e.kind == "ptx" and e.ptx_isa})
+        return cls(
+            sorted({e.arch for e in found if e.kind == "sass" and not e.suffix}),
+            sorted({e.arch for e in found if e.kind == "ptx"}),
+            isas[-1] if isas else None,
         )
-        if releases and Version(releases[0].driver.on(os)) > Version(floor):
-            floor = releases[0].driver.on(os)
-            why = f"PTX ISA {newest[0]}.{newest[1]} needs the driver of CUDA {_release_of(releases[0].ptx_isa)}"
-    return DriverFloor(floor, why)
 
-
-def _release_of(ptx_isa: str) -> str:
-    return next(name for name, r in toolkit_table().releases.items() if r.ptx_isa == ptx_isa)
+    @property
+    def runs_on(self) -> str:
+        return runs_on(self.sass, self.ptx)
 
 
 def code_facts(major: int, sass: list[int], ptx: list[int], ptx_isa: tuple[int, int] | None) -> dict[str, object]:

@@ -24,7 +24,7 @@ from .binaries.wheelfile import Binary, pack, read_binaries, unpack
 from .built import BuiltWheel, RpathChange
 from .components import OS, component_table
 from .errors import ToolFailure
-from .gpus import code_facts, runs_on
+from .gpus import CodeSummary, code_facts
 from .render import VARIANT_MODULE
 
 # Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
@@ -98,11 +98,7 @@ def record_gpu_code(tree: Path, binaries: dict[str, Binary], built: BuiltWheel) 
     """Put what the wheel's binaries really carry (SASS, PTX, its ISA, the driver floors) in place of the planned
     GPU code in each variant module of the unpacked wheel, so that `python -m pkg._cuda_variant` answers for this
     wheel, not for its recipe. Whether a module changed."""
-    entries = [entry for binary in binaries.values() for entry in binary.fatbin]
-    isas = sorted({e.ptx_isa for e in entries if e.kind == "ptx" and e.ptx_isa})
-    sass = [e.arch for e in entries if e.kind == "sass" and not e.suffix]
-    ptx = [e.arch for e in entries if e.kind == "ptx"]
-    words = runs_on(sorted(set(sass)), sorted(set(ptx)))
+    summary = CodeSummary.of(entry for binary in binaries.values() for entry in binary.fatbin)
     changed = False
     for package in built.variant.packages:
         module = tree.joinpath(*package.split("."), VARIANT_MODULE)
@@ -112,10 +108,10 @@ def record_gpu_code(tree: Path, binaries: dict[str, Binary], built: BuiltWheel) 
             continue
         shown = ast.literal_eval(planned.group(1))
         facts = {"dist_name": shown["dist_name"], "toolkit": shown["toolkit"]}
-        facts.update(code_facts(built.variant.major, sass, ptx, isas[-1] if isas else None))
+        facts.update(code_facts(built.variant.major, summary.sass, summary.ptx, summary.newest_isa))
         # Replaced as literal text (not a regex template): repr may hold backslashes.
         updated = text[: planned.start()] + f"GPU_CODE = {facts!r}" + text[planned.end() :]
-        updated = _RUNS_ON_LINE.sub(lambda _: f"RUNS_ON = {words!r}", updated, count=1)
+        updated = _RUNS_ON_LINE.sub(lambda _: f"RUNS_ON = {summary.runs_on!r}", updated, count=1)
         if updated != text:
             module.write_text(updated, encoding="utf-8")
             changed = True

@@ -13,7 +13,7 @@ from rich.table import Table
 from . import host
 from .audit import WheelAudit
 from .built import BuiltWheel
-from .gpus import minimum_driver, runs_on
+from .gpus import CodeSummary, minimum_driver
 from .progress import console
 from .smoke import TierResult
 
@@ -90,16 +90,13 @@ def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
     means in words, and the oldest NVIDIA driver that runs it."""
     entries = {entry for binary in built.binaries.values() for entry in binary.fatbin}
     ordered = sorted(entries, key=lambda e: (e.arch, e.suffix))
-    ptx = [e for e in ordered if e.kind == "ptx"]
-    isas = sorted({e.ptx_isa for e in ptx if e.ptx_isa})
-    floor = minimum_driver(built.variant.major, isas, built.name.os)
+    summary = CodeSummary.of(entries)
+    floor = minimum_driver(built.variant.major, [summary.newest_isa] if summary.newest_isa else [], built.name.os)
     return {
         "sass": list(dict.fromkeys(e.name for e in ordered if e.kind == "sass")),
-        "ptx": list(dict.fromkeys(f"{e.name} (ISA {e.as_json()['ptx_isa']})" for e in ptx)),
-        "ptx_isa": "{}.{}".format(*isas[-1]) if isas else None,
-        "runs_on": runs_on(
-            sorted({e.arch for e in ordered if e.kind == "sass" and not e.suffix}), sorted({e.arch for e in ptx})
-        ),
+        "ptx": list(dict.fromkeys(f"{e.name} (ISA {e.as_json()['ptx_isa']})" for e in ordered if e.kind == "ptx")),
+        "ptx_isa": "{}.{}".format(*summary.newest_isa) if summary.newest_isa else None,
+        "runs_on": summary.runs_on,
         "minimum_driver": {"version": floor.version, "why": floor.why},
     }
 

@@ -74,6 +74,15 @@ assert status == 0 and size.value > 0, f"NVRTC failed: status {{status}}, CUBIN 
 """
 
 
+def register_decoys(patterns: list[str]) -> str:
+    """Shell: copy the files matching `patterns` (those that exist) into DECOY_CUDA and register that folder with
+    ldconfig, as a CUDA toolkit install registers its own."""
+    return (
+        f'mkdir -p {DECOY_CUDA} && for f in {" ".join(patterns)}; do [ ! -e "$f" ] || cp "$f" {DECOY_CUDA}/ '
+        f"|| exit 1; done && echo {DECOY_CUDA} > /etc/ld.so.conf.d/000-decoy-cuda.conf && ldconfig"
+    )
+
+
 @dataclass
 class Check:
     name: str
@@ -207,10 +216,8 @@ class ContainerMachine:
             f"mkdir -p /smoke/target && {link}"
         )
         if self.decoys:
-            copies = " ".join(f"/smoke/runtime/{v}/nvidia/{p}" for v in self.runtimes for p in self.decoys)
-            script += (
-                f' && mkdir -p {DECOY_CUDA} && for f in {copies}; do [ ! -e "$f" ] || cp "$f" {DECOY_CUDA}/ '
-                f"|| exit 1; done && echo {DECOY_CUDA} > /etc/ld.so.conf.d/000-decoy-cuda.conf && ldconfig"
+            script += " && " + register_decoys(
+                [f"/smoke/runtime/{v}/nvidia/{p}" for v in self.runtimes for p in self.decoys]
             )
         created = self._exec(["sh", "-c", script])
         if created.returncode != 0:
