@@ -130,7 +130,8 @@ def verify(session: nox.Session) -> None:
 
 @nox.session
 def image(session: nox.Session) -> None:
-    """Build the offline manylinux-compatible image `manylinux-offline:latest` from Debian packages."""
+    """Build the offline manylinux-compatible image from Debian packages: `manylinux-offline:latest` for this
+    host's machine, `manylinux-offline-aarch64:latest` with `-- --arch aarch64` (under QEMU)."""
     _engine(session)
     _factory(session, "image", *session.posargs)
 

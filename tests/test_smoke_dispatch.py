@@ -109,23 +109,30 @@ def test_a_linux_host_says_it_cannot_smoke_a_windows_wheel(
 
 
 @pytest.mark.parametrize(
-    ("platform_tag", "os_name", "image"),
+    ("platform_tag", "os_name", "arch", "image"),
     [
-        ("win_amd64", "windows", None),
-        ("manylinux_2_28_x86_64", "linux", "quay.io/pypa/manylinux_2_28_x86_64"),
+        ("win_amd64", "windows", "AMD64", None),
+        ("manylinux_2_28_x86_64", "linux", "x86_64", "quay.io/pypa/manylinux_2_28_x86_64"),
+        ("manylinux_2_28_aarch64", "linux", "aarch64", "quay.io/pypa/manylinux_2_28_aarch64"),
     ],
 )
 def test_an_existing_wheel_gets_the_toolkit_and_image_of_its_platform(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, platform_tag: str, os_name: str, image: str | None
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    platform_tag: str,
+    os_name: str,
+    arch: str,
+    image: str | None,
 ) -> None:
     provisioned: list[tuple[str, str]] = []
-    pulled: list[str] = []
+    pulled: list[tuple[str, str]] = []
     monkeypatch.setattr(pipeline, "provision", lambda variant, os, arch: provisioned.append((os, arch)) or "toolkit")
-    monkeypatch.setattr(pipeline, "ensure_image", pulled.append)
+    monkeypatch.setattr(pipeline, "ensure_image", lambda image, arch: pulled.append((image, arch)))
     monkeypatch.setattr(pipeline, "read_binaries_of", lambda built: None)
     built = pipeline.existing(_wheel(tmp_path, platform_tag), _variant(project), None)
-    assert provisioned == [(os_name, "AMD64" if os_name == "windows" else "x86_64")]
-    assert built.image == image and pulled == ([image] if image else [])
+    assert provisioned == [(os_name, arch)]
+    assert built.image == image and pulled == ([(image, arch)] if image else [])
 
 
 def _dist_info(runtime: Path, name: str, version: str, *requires: str) -> None:

@@ -310,17 +310,17 @@ def _is_pattern(name: str) -> bool:
     return any(c in name for c in "*?[")
 
 
-def declared_problems(variant: Variant, present: set[str], os_name: OS) -> list[str]:
+def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: str) -> list[str]:
     """Each module the recipe names is in the wheel, each pattern matches one: a build that quietly left a part
     out (no nvcc found, a CPU-only fallback) does not pass. Not where the module's components have no wheel for
-    this OS (the recipe makes them optional there)."""
+    this OS and machine (the recipe makes them optional there)."""
     table = component_table()
     problems = []
     for name, allowed in variant.recipe.modules.items():
         unavailable = [
             c
             for c in allowed
-            if c != DRIVER and ((e := table.get(c, variant.major)) is None or e.layout(os_name) is None)
+            if c != DRIVER and ((e := table.get(c, variant.major)) is None or e.layout(os_name, arch) is None)
         ]
         if unavailable:
             continue
@@ -353,7 +353,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     ]
     if name.os == "windows":
         problems += _loader_problems(built.path, variant)
-    problems += declared_problems(variant, {b.module for b in binaries if b.module}, name.os)
+    problems += declared_problems(variant, {b.module for b in binaries if b.module}, name.os, name.arch)
     if name.version != Version(variant.recipe.version):
         problems.append(
             f"the build made version {name.version}, the recipe says {variant.recipe.version} — make the recipe's "

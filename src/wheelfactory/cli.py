@@ -9,11 +9,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .components import platforms
 from .errors import EXIT_INPUT, EXIT_TOOL, InputError, ToolFailure, UserError
+from .host import machine as host_machine
 from .inputs.references import image_problem
 from .plan import make_plan
 from .progress import console
 from .render import render_plan, stale_files, write
+
+# The machines Linux wheels are built for: this host's natively, another under QEMU.
+ARCHS = sorted(p.cibw_arch for p in platforms().values() if p.os == "linux")
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -60,9 +65,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_image(args: argparse.Namespace) -> int:
     from .host import cache_dir
-    from .image import build_image
+    from .image import build_image, image_tag
 
-    build_image(args.tag, args.workdir or cache_dir() / "image")
+    build_image(args.tag or image_tag(args.arch), args.workdir or cache_dir() / f"image-{args.arch}", args.arch)
     return 0
 
 
@@ -79,6 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         args.image,
         args.platform,
         _matrix(args),
+        arch=args.arch,
         compiler_cache=not args.no_compiler_cache,
     )
     records = build(request)
@@ -163,6 +169,9 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--recipe", action="append", default=[], help="recipe name (repeatable)")
     build.add_argument("--image", type=_image, help="Linux build image (overrides the matrix's)")
     build.add_argument("--platform", choices=["linux", "windows"], help="defaults to this host's")
+    build.add_argument(
+        "--arch", choices=ARCHS, help="Linux: the machine to build for (default: this host's; another runs under QEMU)"
+    )
     build.add_argument("--matrix", help="another matrix file")
     build.add_argument("--container", help="Windows: run the build inside this Windows build container image")
     build.add_argument(
@@ -183,7 +192,12 @@ def parser() -> argparse.ArgumentParser:
     check.set_defaults(run=cmd_verify)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
-    image.add_argument("--tag", default="manylinux-offline:latest")
+    image.add_argument(
+        "--tag", help="default: manylinux-offline:latest, or manylinux-offline-ARCH:latest for an emulated machine"
+    )
+    image.add_argument(
+        "--arch", choices=ARCHS, default=host_machine(), help="the machine it is for (default: this host's)"
+    )
     image.add_argument("--workdir", type=Path, help="scratch space for the root file system")
     image.set_defaults(run=cmd_image)
     return top

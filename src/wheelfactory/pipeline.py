@@ -43,6 +43,7 @@ class BuildRequest:
     image: str | None
     platform: str | None  # "linux" | "windows"; None: this host's
     matrix: Path | None = None
+    arch: str | None = None  # Linux: x86_64 | aarch64; None: this host's (another is emulated with QEMU)
     extra_env: dict[str, str] | None = None  # for tests that turn a gate's safeguard off
     compiler_cache: bool = True
 
@@ -58,7 +59,8 @@ def _variants(plan: Plan, cuda: int) -> list[Variant]:
     return variants
 
 
-def _host_platform(request: BuildRequest) -> str:
+def _target_platform(request: BuildRequest) -> str:
+    """The matrix platform the wheels are for: this host's, or (Linux, --arch) another machine under QEMU."""
     here = host.platform_name()
     if here not in platforms():
         raise UserError(f"this host ({here}) is not a platform the factory builds for")
@@ -70,7 +72,12 @@ def _host_platform(request: BuildRequest) -> str:
             if request.platform == "windows"
             else "Linux wheels are built on a Linux host (in a manylinux container)"
         )
-    return here
+    if request.arch is None or request.arch == platforms()[here].cibw_arch:
+        return here
+    if host_os != "linux":
+        raise UserError(f"--arch {request.arch}: only Linux builds run another machine's image (under QEMU)")
+    host.ensure_emulation(request.arch)
+    return f"linux-{request.arch}"
 
 
 def check_wheel(built: BuiltWheel) -> WheelRecord:
@@ -95,7 +102,7 @@ def check_wheels(wheels: list[BuiltWheel]) -> list[WheelRecord]:
 
 def build(request: BuildRequest) -> list[WheelRecord]:
     plan = make_plan(request.root, request.matrix, request.recipes or None)
-    here = _host_platform(request)
+    here = _target_platform(request)
     jobs: list[tuple[Variant, list[Cell], str | None]] = []
     for variant in _variants(plan, request.cuda):
         cells = select_cells(variant, here, request.pythons)
@@ -109,7 +116,7 @@ def build(request: BuildRequest) -> list[WheelRecord]:
             pythons = wanted.setdefault(image, [])
             pythons += [c.python for c in cells if c.python not in pythons]
     for image, pythons in wanted.items():
-        ensure_image(image)
+        ensure_image(image, platforms()[here].cibw_arch)
         check_interpreters(image, pythons)
     rendered = {r.variant.dist_name: r for r in render_plan(plan, request.root)}
     dist = request.root / "dist"
@@ -165,7 +172,7 @@ def existing(wheel: Path, variant: Variant, image: str | None) -> BuiltWheel:
         if chosen is None:
             message = f"matrix.yaml names no {name.platform} image for CUDA {variant.major} — pass --image"
             raise UserError(f"{wheel.name}: {message}")
-        ensure_image(chosen)
+        ensure_image(chosen, name.arch)
     built = BuiltWheel(variant, cell, wheel.resolve(), chosen, provision(variant, name.os, name.arch), None)
     read_binaries_of(built)
     return built

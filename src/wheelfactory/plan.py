@@ -134,6 +134,13 @@ class Variant:
         return tuple(sorted(archs))
 
 
+def platform_args(platform: str) -> tuple[str, ...]:
+    """How a build command names a matrix platform: its OS, and for Linux its machine (a native runner's own;
+    elsewhere, QEMU's)."""
+    info = platforms()[platform]
+    return ("--platform", info.os, *(("--arch", info.cibw_arch) if info.os == "linux" else ()))
+
+
 @dataclass(frozen=True)
 class BuildJob:
     """One CI build job: every Python of a variant on one platform, in one cibuildwheel run (one toolkit, one
@@ -155,7 +162,7 @@ class BuildJob:
     @property
     def args(self) -> tuple[str, ...]:
         pythons = tuple(arg for python in self.pythons for arg in ("--python", python))
-        return ("--recipe", self.variant.recipe.name, *pythons, "--platform", platforms()[self.platform].os)
+        return ("--recipe", self.variant.recipe.name, *pythons, *platform_args(self.platform))
 
     @property
     def command(self) -> str:
@@ -191,7 +198,13 @@ class WheelJob:
 
     @property
     def args(self) -> tuple[str, ...]:
-        return ("--recipe", self.build.variant.recipe.name, "--python", self.cell.python, "--platform", self.cell.os)
+        return (
+            "--recipe",
+            self.build.variant.recipe.name,
+            "--python",
+            self.cell.python,
+            *platform_args(self.cell.platform),
+        )
 
     @property
     def command(self) -> str:

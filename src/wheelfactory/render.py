@@ -23,7 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .components import OS, component_table, gpu_generations, platforms, toolkit_table
+from .components import OS, ComponentMajor, component_table, gpu_generations, platforms, toolkit_table
 from .errors import InputError, Problem, UserError
 from .gpus import code_facts, runs_on
 from .plan import Plan, Variant
@@ -171,14 +171,27 @@ def extras(variant: Variant) -> dict[str, list[str]]:
     result = {}
     required = set(nvidia_dependencies(variant))
     for name in variant.components(optional=True):
-        # An optional component without a wheel on some platform gets a marker, so pip skips it there.
         entry = component_table().get(name, variant.major)
         assert entry is not None
-        no_windows_wheel = entry.windows is None and "windows-amd64" in variant.platforms()
-        marker = ' ; sys_platform != "win32"' if no_windows_wheel else ""
+        marker = _where_a_wheel_exists(entry, variant)
         lines = [line + marker for line in nvidia_dependencies(variant, [name]) if line not in required]
         result[name.lower()] = lines
     return result
+
+
+def _where_a_wheel_exists(entry: ComponentMajor, variant: Variant) -> str:
+    """An optional component without a wheel on some of the variant's platforms (NCCL: none for Windows, none
+    for aarch64 in CUDA 11) gets a marker, so pip skips it there."""
+    conditions = []
+    for platform in variant.platforms():
+        info = platforms()[platform]
+        if entry.layout(info.os, info.cibw_arch) is not None:
+            continue
+        if info.os == "windows":
+            conditions.append('sys_platform != "win32"')
+        else:
+            conditions.append(f'platform_machine != "{info.cibw_arch}"')
+    return " ; " + " and ".join(dict.fromkeys(conditions)) if conditions else ""
 
 
 def excluded_libraries(variant: Variant, os: OS) -> list[str]:

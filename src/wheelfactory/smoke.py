@@ -506,7 +506,7 @@ def nvrtc_compile(built: BuiltWheel, site: str, pythonpath: str | None) -> list[
     if "nvrtc" not in variant.runtime_closure(variant.components(optional=False)):
         return []
     entry = component_table().get("nvrtc", variant.major)
-    layout = entry.layout(built.name.os) if entry else None
+    layout = entry.layout(built.name.os, built.name.arch) if entry else None
     if layout is None:
         return []
     arch = max(variant.cuda_archs)

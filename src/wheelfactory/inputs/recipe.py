@@ -514,15 +514,17 @@ def _check_components(recipe: Recipe, src: SourceMap, platforms_of: dict[int, An
                     )
                     problems.append(src.problem(at, message))
                     continue
-                for platform in built_platforms if group == "components" else ():
-                    if platform in platforms() and entry.layout(platforms()[platform].os) is None:
-                        problems.append(
-                            src.problem(
-                                at,
-                                f"{name} has no {platform} wheel for CUDA {major} — make it optional, "
-                                "or leave the platform out of the recipe's platforms",
-                            )
-                        )
+                without = [
+                    platform
+                    for platform in (built_platforms if group == "components" else ())
+                    if (known := platforms().get(platform)) and entry.layout(known.os, known.cibw_arch) is None
+                ]
+                if without:
+                    message = (
+                        f"{name} has no {' or '.join(without)} wheel for CUDA {major} — make it optional, "
+                        "or leave those platforms out of the recipe's platforms"
+                    )
+                    problems.append(src.problem(at, message))
     return problems
 
 

@@ -99,27 +99,28 @@ def components_to_provision(variant: Variant) -> list[str]:
     return table.build_closure([*table.toolkit, *variant.recipe.components, *variant.recipe.optional], variant.major)
 
 
-def _pinned(components: list[str], variant: Variant, os_name: OS) -> list[str]:
-    """One requirement per distribution of those components that exist for this OS (NCCL has no Windows
-    wheel), at exactly the versions the matrix's toolkit release shipped."""
+def _pinned(components: list[str], variant: Variant, os_name: OS, arch: str) -> list[str]:
+    """One requirement per distribution of those components that exist for this OS and machine (NCCL has no
+    Windows wheel, nor an aarch64 one for CUDA 11), at exactly the versions the matrix's toolkit release
+    shipped."""
     table = component_table()
     lines: dict[str, str] = {}
     for name in components:
         entry = table.get(name, variant.major)
-        if entry is not None and entry.layout(os_name) is not None:
+        if entry is not None and entry.layout(os_name, arch) is not None:
             lines.setdefault(entry.distribution, entry.build_requirement(variant.cuda.toolkit))
     return sorted(lines.values())
 
 
-def requirements(variant: Variant, os_name: OS) -> list[str]:
+def requirements(variant: Variant, os_name: OS, arch: str) -> list[str]:
     """What the toolkit is made of: the components to provision, pinned."""
-    return _pinned(components_to_provision(variant), variant, os_name)
+    return _pinned(components_to_provision(variant), variant, os_name, arch)
 
 
-def constraints(variant: Variant, os_name: OS) -> list[str]:
+def constraints(variant: Variant, os_name: OS, arch: str) -> list[str]:
     """Every NVIDIA distribution of the major at the toolkit's versions: NVIDIA's own Requires-Dist are unpinned
     (cuBLAS requires NVRTC, cuFFT nvJitLink), and what they bring in must be of the same release."""
-    return _pinned(component_table().names(), variant, os_name)
+    return _pinned(component_table().names(), variant, os_name, arch)
 
 
 def _download(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[str] | None = None) -> list[Path]:
@@ -438,11 +439,17 @@ def _install_nvcc(prefix: Path, os_name: OS, origin: NvccOrigin) -> None:
 
 
 def nvcc_version(prefix: Path, os_name: OS, arch: str) -> str | None:
-    """`nvcc --version`'s V12.4.131 as "12.4.131"; None where nvcc cannot run on this host."""
+    """`nvcc --version`'s V12.4.131 as "12.4.131"; None where nvcc cannot run on this host (natively, or
+    another Linux machine's under QEMU)."""
     here = platforms().get(host.platform_name())
-    if here is None or here.os != os_name or here.cibw_arch != arch:
+    if here is None or here.os != os_name:
         return None
-    ran = host.run([prefix / "bin" / "nvcc", "--version"], "running the provisioned nvcc")
+    environment = None
+    if here.cibw_arch != arch:
+        environment = host.emulation_environment(arch)
+        if environment is None:
+            return None
+    ran = host.run([prefix / "bin" / "nvcc", "--version"], "running the provisioned nvcc", env=environment)
     match = re.search(r"\bV(\d+\.\d+\.\d+)", ran.stdout)
     if match is None:
         raise ToolFailure(f"the provisioned nvcc does not say its version:\n{host.tail(ran.stdout)}")
@@ -568,8 +575,8 @@ def compiler_cache(os_name: OS, arch: str) -> Path | None:
 def provision(variant: Variant, os_name: OS = "linux", arch: str = "x86_64") -> Toolkit:
     """The toolkit of `variant`'s release for that OS and arch, provisioned once into the cache. Builds sharing
     the cache take turns (a lock per toolkit); what a killed one left half-done is cleared by the next."""
-    reqs = requirements(variant, os_name)
-    shape = [reqs, constraints(variant, os_name), os_name, arch, _layout_files()]
+    reqs = requirements(variant, os_name, arch)
+    shape = [reqs, constraints(variant, os_name, arch), os_name, arch, _layout_files()]
     key = hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
     with host.cache_lock(f"toolkit-cuda{variant.cuda.toolkit}-{os_name}-{arch}-{key}"):
         return _provision(variant, os_name, arch, reqs, key)
@@ -598,7 +605,7 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
         names = ", ".join(r.split("=")[0].rstrip("<>!~") for r in reqs)
         # One pip at a time writes into the shared wheel folder.
         with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
-            wheels = _download(reqs, os_name, arch, wheel_dir, constraints(variant, os_name))
+            wheels = _download(reqs, os_name, arch, wheel_dir, constraints(variant, os_name, arch))
         host.write_atomically(
             listing, json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1)
         )
