@@ -79,7 +79,7 @@ def docker() -> None:
     pytest.skip(f"needs Docker: {why}")
 
 
-def _local(image: str) -> bool:
+def local_image(image: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False).returncode == 0
 
 
@@ -89,11 +89,12 @@ def build_image(docker: None) -> str:
     does), else the matrix's manylinux image pulled from its registry."""
     image = os.environ.get("WHEELFACTORY_TEST_IMAGE")
     if image is None:
-        if _local(OFFLINE_IMAGE):
+        if local_image(OFFLINE_IMAGE):
             return OFFLINE_IMAGE
         image = next(v for v in make_plan(REPO).variants if v.major == 12).cuda.platforms["linux-x86_64"].image
         assert image is not None
-    if not _local(image) and subprocess.run(["docker", "pull", image], capture_output=True, check=False).returncode:
+    pulled = local_image(image) or subprocess.run(["docker", "pull", image], capture_output=True).returncode == 0
+    if not pulled:
         message = f"the build image {image} cannot be had — run `nox -s image` first on a host without registry access"
         if os.environ.get("CI") == "true":
             pytest.fail(message)

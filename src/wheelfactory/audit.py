@@ -59,6 +59,7 @@ class BinaryAudit:
     device_code: bool = False
     problems: list[str] = field(default_factory=list)
     gpu_code: list[dict[str, object]] = field(default_factory=list)  # each fatbin entry: SASS or PTX, arch, ISA
+    machine: str = ""  # what its header says it runs on: x86_64, aarch64, AMD64
 
 
 @dataclass
@@ -110,11 +111,21 @@ def _is_cuda(library: str, major: int, os_name: OS) -> bool:
 class _Checker:
     """The checks that do not depend on the binary format."""
 
-    def __init__(self, variant: Variant, os_name: OS, in_wheel: set[str]) -> None:
+    def __init__(self, variant: Variant, os_name: OS, arch: str, in_wheel: set[str]) -> None:
         self.variant = variant
         self.os = os_name
+        self.arch = arch
         self.in_wheel = {n.lower() for n in in_wheel}
         self.table = component_table()
+
+    def machine(self, audit: BinaryAudit) -> None:
+        """A binary of another machine than the wheel's tag (a host compiler where a cross or emulated one was
+        meant, a prebuilt file copied in) cannot load where pip installs the wheel."""
+        if audit.machine != self.arch:
+            audit.problems.append(
+                f"is a binary for {audit.machine or 'an unknown machine'}, in a wheel for {self.arch} — build it "
+                f"for {self.arch} (in that machine's image) or leave it out"
+            )
 
     def allowed(self, audit: BinaryAudit) -> list[str]:
         """What the binary may link: its module's policy, or for a shared library the recipe's
@@ -227,7 +238,9 @@ def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platfor
         list(binary.runpath),
         needed_components(binary.needed, major, "linux", checker.variant.declared),
         binary.device_code,
+        machine=binary.machine,
     )
+    checker.machine(audit)
     allowed = checker.allowed(audit)
     checker.gpu_code(audit, binary.fatbin)
     whitelist = policy.whitelist if policy else frozenset()
@@ -270,7 +283,9 @@ def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
         [],
         needed_components((*binary.needed, *binary.lazy), major, "windows", checker.variant.declared),
         binary.device_code,
+        machine=binary.machine,
     )
+    checker.machine(audit)
     allowed = checker.allowed(audit)
     checker.gpu_code(audit, binary.fatbin)
     python_dll = f"python{python.replace('.', '')}.dll"
@@ -344,7 +359,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     policy = _policy(name.platform_tag) if name.os == "linux" else None
     if name.os == "linux" and policy is None:
         problems.append(f"platform tag {name.platform_tag} is not a manylinux tag — the repair did not run")
-    checker = _Checker(variant, name.os, {PurePosixPath(m).name for m in members(built.path)})
+    checker = _Checker(variant, name.os, name.arch, {PurePosixPath(m).name for m in members(built.path)})
     binaries = [
         _check_elf(b, checker, policy, name.platform_tag, name.python)
         if b.format == "elf"

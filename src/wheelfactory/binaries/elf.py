@@ -17,6 +17,8 @@ DEVICE_CODE_SECTION = ".nv_fatbin"
 # The sections where a library keeps the names it opens with dlopen (string constants), and its DT_NEEDED.
 NAME_SECTIONS = (".rodata", ".lrodata", ".dynstr")  # .lrodata: large read-only data (x86-64 medium model)
 # A shared library's file name, whole: libnvJitLink.so.12, libnvrtc-builtins.so.13.0.
+# e_machine as the wheel's platform tag spells the machine.
+MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
 _LIBRARY_NAME = re.compile(rb"(?<![\w.+-])lib[\w.+-]*?\.so(?:\.\d+)*(?![\w.+-])")
 
 
@@ -29,6 +31,7 @@ class ElfInfo:
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)
     device_code: bool = False
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports: what makes it a Python extension
+    machine: str = ""  # x86_64, aarch64, or the e_machine pyelftools names (EM_386)
 
 
 def is_elf(path: Path) -> bool:
@@ -45,6 +48,7 @@ def read_elf(path: Path) -> ElfInfo:
     python_inits: list[str] = []
     with path.open("rb") as f:
         elf = ELFFile(f)
+        machine = MACHINES.get(elf["e_machine"], str(elf["e_machine"]))
         for section in elf.iter_sections():
             if section.name == DEVICE_CODE_SECTION:
                 device_code = True
@@ -67,7 +71,9 @@ def read_elf(path: Path) -> ElfInfo:
             elif isinstance(section, GNUVerNeedSection):
                 for verneed, auxiliaries in section.iter_versions():
                     version_needs[str(verneed.name)] = frozenset(str(aux.name) for aux in auxiliaries)
-    return ElfInfo(tuple(needed), tuple(rpath), tuple(runpath), version_needs, device_code, tuple(python_inits))
+    return ElfInfo(
+        tuple(needed), tuple(rpath), tuple(runpath), version_needs, device_code, tuple(python_inits), machine
+    )
 
 
 def device_code_sections(path: Path) -> list[bytes]:

@@ -22,6 +22,11 @@ class PeInfo:
     delay_imports: tuple[str, ...]  # DLLs loaded at first call (delay-load table)
     device_code: bool = False
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports: what makes it a Python extension
+    machine: str = ""  # AMD64, ARM64 (as a win_* wheel tag's machine is spelled), or the header's number
+
+
+# IMAGE_FILE_HEADER.Machine
+MACHINES = {0x8664: "AMD64", 0xAA64: "ARM64", 0x14C: "x86"}
 
 
 def read_pe(path: Path) -> PeInfo:
@@ -37,7 +42,9 @@ def read_pe(path: Path) -> PeInfo:
         imports = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", []))
         delayed = tuple(e.dll.decode() for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []))
         device_code = any(s.Name.rstrip(b"\0").decode(errors="replace") == DEVICE_CODE_SECTION for s in pe.sections)
-        return PeInfo(imports, delayed, device_code, tuple(n for n in _export_names(pe) if n.startswith("PyInit_")))
+        inits = tuple(n for n in _export_names(pe) if n.startswith("PyInit_"))
+        machine = MACHINES.get(pe.FILE_HEADER.Machine, hex(pe.FILE_HEADER.Machine))
+        return PeInfo(imports, delayed, device_code, inits, machine)
     finally:
         pe.close()
 

@@ -127,6 +127,7 @@ class Binary:
     device_code: bool = False  # carries nvcc's device code (a fatbin section)
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports
     fatbin: tuple[DeviceCode, ...] = ()  # what that device code holds
+    machine: str = ""  # what its header says it runs on, spelled as WheelName.arch
 
     @property
     def module(self) -> str | None:
@@ -173,6 +174,7 @@ def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
             info.device_code,
             info.python_inits,
             read_device_code(path, member, "linux") if info.device_code else (),
+            info.machine,
         )
     if path.suffix.lower() not in (".pyd", ".dll"):
         return None
@@ -185,6 +187,7 @@ def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
         device_code=found.device_code,
         python_inits=found.python_inits,
         fatbin=read_device_code(path, member, "windows") if found.device_code else (),
+        machine=found.machine,
     )
 
 
