@@ -88,7 +88,7 @@ def _build_session(major: int) -> None:
 
     build.__doc__ = (
         f"Build, repair, audit and smoke every CUDA {major} wheel for this host "
-        "(`-- --python 3.12 --recipe NAME --image IMAGE --platform linux|windows`)."
+        "(`-- --python 3.12 --recipe NAME --image IMAGE --platform linux|windows --arch x86_64|aarch64`)."
     )
 
 
