@@ -166,3 +166,23 @@ def test_the_layouts_nvidia_wheels_are_judged_against_requires_dist(nccl: str, m
         assert check.detail == "nvidia-cublas-cu12 12.9.1.4, nvidia-cuda-nvrtc-cu12 12.9.86, nvidia-nccl-cu12 2.27.7"
     else:
         assert check.detail == 'unmet: nvidia-nccl-cu12<3,>=2.26; extra == "nccl" (the layouts have 2.21.5)'
+
+
+@pytest.mark.parametrize(
+    ("major", "platform_tag", "expected"),
+    [
+        (11, "manylinux_2_28_aarch64", "has no linux aarch64 wheel"),  # no nvidia-nccl-cu11 for aarch64
+        (11, "manylinux_2_28_x86_64", None),
+        (12, "manylinux_2_28_aarch64", None),
+        (13, "win_amd64", "has no windows wheel"),  # NCCL has no Windows wheel in any major
+    ],
+)
+def test_optional_parts_nvidia_ships_nothing_for_are_expected_missing_with_the_reason(
+    project: Path, tmp_path: Path, major: int, platform_tag: str, expected: str | None
+) -> None:
+    # cuprobe's one optional component is NCCL: where it has no wheel, its needs_optional statements must raise
+    # ImportError in every tier with the variant module's reason, not a pip fix that cannot help.
+    variant = next(v for v in make_plan(project, None, ["cuprobe"]).variants if v.major == major)
+    built = _built(variant, _wheel(tmp_path, platform_tag), None)
+
+    assert smoke.optional_without_wheel(built) == expected

@@ -123,3 +123,17 @@ def test_the_three_failures_point_at_the_diagnostic_without_hiding_the_error(
     )
     other = _python(modules[12], "-c", "import cuprobe\nraise RuntimeError('something else')")
     assert "_cuda_variant" not in other.stderr
+
+
+def test_an_optional_part_with_no_wheel_for_this_machine_is_said_so(
+    modules: dict[int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The machine is stood in for (this host is x86_64): NVIDIA ships no nvidia-nccl-cu11 for aarch64, so there the
+    # module names that instead of a pip fix, and loads nothing for it. The aarch64 build under QEMU shows the same.
+    variant = runpy.run_path(str(modules[11]), run_name="cuprobe._cuda_variant")
+    assert variant["no_wheel"]("nccl") is None
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
+    assert variant["no_wheel"]("nccl") == "nvidia-nccl-cu11 has no linux aarch64 wheel"
+    assert variant["no_wheel"]("cudart") is None
+    rows = {component: why for component, _, _, why in variant["report"]() if component}
+    assert rows["nccl"] == "nvidia-nccl-cu11 has no linux aarch64 wheel"

@@ -365,8 +365,8 @@ def environment(root: Path) -> jinja2.Environment:
 
 def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, object]]:
     """What the variant module needs of each component: its distribution, the components its libraries load at
-    run time (`needs`), and per OS its folder in site-packages, its library files (the component's own first) and
-    those of them it opens by name (`opens`)."""
+    run time (`needs`), per OS its folder in site-packages, its library files (the component's own first) and
+    those of them it opens by name (`opens`), and the Linux machines NVIDIA ships it for (`machines`)."""
     table = component_table()
     specs: dict[str, dict[str, object]] = {}
     for name in names:
@@ -378,6 +378,7 @@ def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, 
             "needs": tuple(n for n in variant.runtime_closure([name]) if n != name),
             "linux": (linux.lib_dir, linux.libraries, linux.opens) if linux and linux.lib_dir else None,
             "windows": (windows.dll_dir, windows.libraries, windows.opens) if windows and windows.dll_dir else None,
+            "machines": linux.machines if linux else (),
         }
     return specs
 

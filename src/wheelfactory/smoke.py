@@ -449,8 +449,23 @@ def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Chec
     smoke_spec = built.variant.recipe.smoke
     checks = [_expect(s, "ok") for s in smoke_spec.gpu_free or [f"import {built.variant.recipe.import_name}"]]
     checks += [e.check(cuda_installed=False) for e in binary_expectations(built)]
-    checks += [_expect(s, "ImportError", hint="pip install") for s in smoke_spec.needs_optional]
+    no_wheel = optional_without_wheel(built)
+    hint = no_wheel or "pip install"
+    checks += [_expect(s, "ImportError", hint=hint) for s in smoke_spec.needs_optional]
     return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks, installed)
+
+
+def optional_without_wheel(built: BuiltWheel) -> str | None:
+    """Where NVIDIA ships no wheel of any of the recipe's optional components for the wheel's OS and machine
+    (NCCL: Windows; aarch64 in CUDA 11), the words the variant module's no_wheel() says it with; else None. Its
+    needs_optional statements must then raise ImportError saying so, with its extras installed too: no pip
+    install can bring the part."""
+    table = component_table()
+    name = built.name
+    optional = [table.get(c, built.variant.major) for c in built.variant.recipe.optional]
+    if not optional or any(e is not None and e.layout(name.os, name.arch) is not None for e in optional):
+        return None
+    return "has no windows wheel" if name.os == "windows" else f"has no linux {name.arch} wheel"
 
 
 def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copies: list[str]) -> list[Check]:
@@ -481,8 +496,14 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
     smoke_spec = built.variant.recipe.smoke
     site, pythonpath = layout.site, layout.pythonpath
     checks = [e.check(cuda_installed=True, site=site, pythonpath=pythonpath) for e in binary_expectations(built)]
-    statements = [*smoke_spec.gpu_free, *smoke_spec.needs_optional]
-    checks += [_expect(s, "ok", site=site, pythonpath=pythonpath) for s in statements]
+    checks += [_expect(s, "ok", site=site, pythonpath=pythonpath) for s in smoke_spec.gpu_free]
+    no_wheel = optional_without_wheel(built)
+    checks += [
+        _expect(s, "ImportError", hint=no_wheel, site=site, pythonpath=pythonpath)
+        if no_wheel
+        else _expect(s, "ok", site=site, pythonpath=pythonpath)
+        for s in smoke_spec.needs_optional
+    ]
     checks += [
         (command, {"command": shlex.split(command), "pythonpath": layout.pythonpath})
         for command in smoke_spec.with_cuda

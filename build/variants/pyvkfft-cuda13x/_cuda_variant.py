@@ -28,11 +28,12 @@ DIST_NAME = 'pyvkfft-cuda13x'
 CUDA_MAJOR = 13
 CUDA_TOOLKIT = '13.0'
 
-# component: distribution, the components its libraries load at run time (needs), and per OS the folder in
+# component: distribution, the components its libraries load at run time (needs), per OS the folder in
 # site-packages, the library files (the component's own first; fnmatch patterns where NVIDIA bakes a minor version
-# into the name) and those it opens by name from its folder (opens: NVRTC's builtins).
+# into the name) and those it opens by name from its folder (opens: NVRTC's builtins), or None where NVIDIA ships no
+# wheel for the OS; and the Linux machines it ships one for (machines; empty: every one).
 COMPONENTS = {
-    'nvrtc': {'distribution': 'nvidia-cuda-nvrtc', 'needs': (), 'linux': ('nvidia/cu13/lib', ('libnvrtc.so.13', 'libnvrtc.alt.so.13', 'libnvrtc-builtins.so.13.*', 'libnvrtc-builtins.alt.so.13.*'), ('libnvrtc-builtins.so.13.*', 'libnvrtc-builtins.alt.so.13.*')), 'windows': ('nvidia/cu13/bin/x86_64', ('nvrtc64_130_0.dll', 'nvrtc64_130_0.alt.dll', 'nvrtc-builtins64_13*.dll', 'nvrtc-builtins.alt64_13*.dll'), ('nvrtc-builtins64_13*.dll', 'nvrtc-builtins.alt64_13*.dll'))},
+    'nvrtc': {'distribution': 'nvidia-cuda-nvrtc', 'needs': (), 'linux': ('nvidia/cu13/lib', ('libnvrtc.so.13', 'libnvrtc.alt.so.13', 'libnvrtc-builtins.so.13.*', 'libnvrtc-builtins.alt.so.13.*'), ('libnvrtc-builtins.so.13.*', 'libnvrtc-builtins.alt.so.13.*')), 'windows': ('nvidia/cu13/bin/x86_64', ('nvrtc64_130_0.dll', 'nvrtc64_130_0.alt.dll', 'nvrtc-builtins64_13*.dll', 'nvrtc-builtins.alt64_13*.dll'), ('nvrtc-builtins64_13*.dll', 'nvrtc-builtins.alt64_13*.dll')), 'machines': ()},
 }
 OPTIONAL = {
 }
@@ -91,6 +92,22 @@ def _all_specs():
     return {**NEEDED, **COMPONENTS, **OPTIONAL}
 
 
+def no_wheel(component):
+    """Why this machine can have no copy of the component from pip ("nvidia-nccl-cu11 has no linux aarch64
+    wheel"), or None: a package says that for an optional part it leaves out here, rather than a pip fix."""
+    import platform
+    import sys
+
+    spec = _all_specs()[component]
+    system = "windows" if sys.platform == "win32" else "linux"
+    if spec[system] is None:
+        return f"{spec['distribution']} has no {system} wheel"
+    machine = platform.machine().lower()
+    if system == "linux" and spec["machines"] and machine not in spec["machines"]:
+        return f"{spec['distribution']} has no linux {machine} wheel"
+    return None
+
+
 def _root_of(folder, library):
     """(the sys.path entry holding folder/library — the package's own site-packages first —, why), or None."""
     import os
@@ -136,7 +153,7 @@ def _load_linux():
     own = os.path.normcase(_own_site())
     pending = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
-        if spec["linux"] is None:
+        if no_wheel(component):
             continue
         library = spec["linux"][1][0]
         for path, why in _with_companions(component, "linux"):
@@ -171,7 +188,7 @@ def _add_dll_directories():
 
     directories = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
-        if spec["windows"] is None:
+        if no_wheel(component):
             continue
         for path, why in _with_companions(component, "windows"):
             FOUND.setdefault(os.path.basename(path), (path, "its folder added at import: " + why))
@@ -214,8 +231,9 @@ def report():
     system = "windows" if sys.platform == "win32" else "linux"
     rows = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
-        if spec[system] is None:
-            rows.append((component, "-", None, f"{spec['distribution']} has no {system} wheel"))
+        why_not = no_wheel(component)
+        if why_not:
+            rows.append((component, "-", None, why_not))
             continue
         library = spec[system][1][0]
         if library in FOUND:
@@ -320,7 +338,7 @@ def _nvrtc_version():
 
     spec = {**COMPONENTS, **OPTIONAL}.get("nvrtc")
     system = "windows" if sys.platform == "win32" else "linux"
-    if not spec or not spec[system]:
+    if not spec or no_wheel("nvrtc"):
         return None
     library = spec[system][1][0]
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ._cuda_variant import COMPONENTS, DIST_NAME, OPTIONAL
+from ._cuda_variant import COMPONENTS, DIST_NAME, OPTIONAL, no_wheel
 
 
 class MissingCudaLibrary(ImportError):
@@ -16,6 +16,10 @@ def load(module: str, component: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        why_not = no_wheel(component)
+        if why_not:  # an optional part NVIDIA gives this machine nothing for: built without it, no pip fix
+            message = f"{module} needs {component}, and {why_not}: {DIST_NAME} has no {module} here"
+            raise MissingCudaLibrary(message) from exc
         if component in OPTIONAL:
             distribution = OPTIONAL[component]["distribution"]
             fix = f"pip install '{DIST_NAME}[{component}]'"
