@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from wheelfactory import host
 from wheelfactory.audit import audit_wheel
 from wheelfactory.binaries.wheelfile import WheelName, pack, unpack
 from wheelfactory.cli import main
+from wheelfactory.errors import ToolFailure
 from wheelfactory.host import machine
 from wheelfactory.image import interpreters
 from wheelfactory.pipeline import BuildRequest, build, existing
@@ -136,3 +138,38 @@ def test_an_image_of_another_machine_is_refused_before_anything_is_built(
 def test_the_aarch64_image_offers_only_the_interpreters_it_has(aarch64_image: str) -> None:
     # cibuildwheel's utility path /opt/python/cp39-cp39 is Debian's 3.11: it is no build interpreter.
     assert interpreters(aarch64_image) == ["3.11"]
+
+
+QEMU_ENTRY = "interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: {flags}\noffset 0\n"
+
+
+@pytest.mark.parametrize(
+    ("entry", "root", "expected"),
+    [
+        (None, False, "no binfmt_misc entry"),  # and not root: nothing it may register
+        ("disabled\n" + QEMU_ENTRY.format(flags="PF"), True, "is registered but disabled"),
+        ("enabled\n" + QEMU_ENTRY.format(flags="P"), True, "lacks the F flag"),
+    ],
+)
+def test_a_host_that_cannot_emulate_aarch64_is_told_how_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str | None, root: bool, expected: str
+) -> None:
+    # Another host's binfmt_misc stands in here (this one emulates aarch64 as CI set it up): its entry missing,
+    # disabled, or registered without F (its interpreter then unreachable from containers).
+    (tmp_path / "register").touch()
+    if entry is not None:
+        (tmp_path / "qemu-aarch64").write_text(entry)
+    monkeypatch.setattr(host, "BINFMT", tmp_path)
+    monkeypatch.setattr(host, "machine", lambda: "x86_64")
+    monkeypatch.setattr(os, "geteuid", lambda: 0 if root else 1000)
+
+    with pytest.raises(ToolFailure) as failure:
+        host.ensure_emulation("aarch64")
+
+    assert expected in str(failure.value)
+    assert "qemu-user-static" in str(failure.value) or "update-binfmts --enable qemu-aarch64" in str(failure.value)
+
+
+def test_the_same_machine_needs_no_emulation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host, "BINFMT", tmp_path)  # empty: nothing registered, nothing needed
+    host.ensure_emulation(host.machine())
