@@ -15,7 +15,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import pytest
 
@@ -69,14 +69,18 @@ def served(directory: Path) -> Iterator[str]:
         server.shutdown()
 
 
+def unavailable(why: str) -> NoReturn:
+    """What a test does without a tool or image it needs: fail under CI=true (CI installs everything), else skip."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"required under CI=true: {why}")
+    pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def docker() -> None:
     why = docker_available()
-    if why is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"Docker is required under CI=true: {why}")
-    pytest.skip(f"needs Docker: {why}")
+    if why is not None:
+        unavailable(f"needs Docker: {why}")
 
 
 def local_image(image: str) -> bool:
@@ -95,10 +99,9 @@ def build_image(docker: None) -> str:
         assert image is not None
     pulled = local_image(image) or subprocess.run(["docker", "pull", image], capture_output=True).returncode == 0
     if not pulled:
-        message = f"the build image {image} cannot be had — run `nox -s image` first on a host without registry access"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(
+            f"the build image {image} cannot be had — run `nox -s image` first on a host without registry access"
+        )
     return image
 
 

@@ -22,24 +22,17 @@ from wheelfactory.image import interpreters
 from wheelfactory.pipeline import BuildRequest, build, existing
 from wheelfactory.plan import copy_inputs, make_plan
 
-from .conftest import OFFLINE_IMAGE, OFFLINE_MATRIX, REPO, Built, local_image
+from .conftest import OFFLINE_IMAGE, OFFLINE_MATRIX, REPO, Built, local_image, unavailable
 
 AARCH64_IMAGE = "manylinux-offline-aarch64:latest"
-
-
-def _need(ready: bool, why: str) -> None:
-    if ready:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 @pytest.fixture(scope="session")
 def aarch64_image(docker: None) -> str:
     if machine() != "x86_64":
         pytest.skip("this host is not x86_64: its own image builds aarch64 natively")
-    _need(local_image(AARCH64_IMAGE), f"no {AARCH64_IMAGE} — build it with `nox -s image -- --arch aarch64`")
+    if not local_image(AARCH64_IMAGE):
+        unavailable(f"no {AARCH64_IMAGE} — build it with `nox -s image -- --arch aarch64`")
     return AARCH64_IMAGE
 
 
@@ -109,7 +102,8 @@ def test_an_x86_64_binary_in_an_aarch64_wheel_is_rejected(built_aarch64: Built, 
 def test_an_image_of_another_machine_is_refused_before_anything_is_built(
     aarch64_image: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _need(local_image(OFFLINE_IMAGE), f"no {OFFLINE_IMAGE} — build it with `nox -s image`")
+    if not local_image(OFFLINE_IMAGE):
+        unavailable(f"no {OFFLINE_IMAGE} — build it with `nox -s image`")
     root = copy_inputs(REPO, tmp_path / "project")
     common = [
         "--root",

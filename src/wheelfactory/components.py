@@ -13,6 +13,9 @@ from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 OS = Literal["linux", "windows"]
+# What a package's variant module says of a component NVIDIA ships no wheel of for the machine it runs on (`where`:
+# "windows", "linux aarch64"), and what the smoke expects it to say.
+NO_WHEEL = "{distribution} has no {where} wheel"
 
 
 class _Frozen(BaseModel):

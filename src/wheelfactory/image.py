@@ -134,8 +134,7 @@ def ensure_image(image: str, arch: str) -> None:
             reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
             raise ToolFailure(
                 f"cannot pull the build image {image}: {reason} — on a host without registry access, build the "
-                f"offline image with `nox -s image{'' if arch == machine() else f' -- --arch {arch}'}` and pass "
-                f"`-- --image {image_tag(arch)}`"
+                f"offline image with `{image_command(arch)}` and pass `-- --image {image_tag(arch)}`"
             )
     inspected = host.run(
         [host.container_engine(), "image", "inspect", "--format", "{{.Architecture}}", image],
@@ -145,7 +144,7 @@ def ensure_image(image: str, arch: str) -> None:
     if found != arch:
         raise UserError(
             f"{image} is an image of {found}, but these wheels are for {arch} — pass --image {image_tag(arch)} "
-            f"(`nox -s image{'' if arch == machine() else f' -- --arch {arch}'}` builds it offline)"
+            f"(`{image_command(arch)}` builds it offline)"
         )
     if arch != machine():
         host.ensure_emulation(arch)
@@ -187,6 +186,11 @@ def image_tag(arch: str) -> str:
     """The offline image's default name for a machine: manylinux-offline:latest for this host's own,
     manylinux-offline-aarch64:latest for an emulated one."""
     return "manylinux-offline:latest" if arch == machine() else f"manylinux-offline-{arch}:latest"
+
+
+def image_command(arch: str) -> str:
+    """The command that builds the offline image for a machine."""
+    return "nox -s image" if arch == machine() else f"nox -s image -- --arch {arch}"
 
 
 def build_image(tag: str, workdir: Path, arch: str) -> None:

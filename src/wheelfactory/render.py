@@ -23,7 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .components import OS, ComponentMajor, component_table, gpu_generations, platforms, toolkit_table
+from .components import NO_WHEEL, OS, ComponentMajor, component_table, gpu_generations, platforms, toolkit_table
 from .errors import InputError, Problem, UserError
 from .gpus import code_facts, runs_on
 from .plan import Plan, Variant
@@ -337,6 +337,7 @@ def template_context(
         "module_name": f"{variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}",
         "components": _component_specs(variant, variant.components(optional=False)),
         "optional": _component_specs(variant, variant.components(optional=True)),
+        "no_wheel": NO_WHEEL,
         "needed": _component_specs(
             variant, [n for n in variant.runtime_closure(variant.declared) if n not in variant.declared]
         ),

@@ -46,7 +46,7 @@ from packaging.utils import canonicalize_name
 from . import host
 from .binaries.wheelfile import WheelName, metadata, metadata_of, with_extras
 from .built import BuiltWheel
-from .components import component_table
+from .components import NO_WHEEL, component_table
 from .errors import ToolFailure, UserError
 from .plan import Variant, cpython_tag
 from .progress import step
@@ -465,7 +465,8 @@ def optional_without_wheel(built: BuiltWheel) -> str | None:
     optional = [table.get(c, built.variant.major) for c in built.variant.recipe.optional]
     if not optional or any(e is not None and e.layout(name.os, name.arch) is not None for e in optional):
         return None
-    return "has no windows wheel" if name.os == "windows" else f"has no linux {name.arch} wheel"
+    where = "windows" if name.os == "windows" else f"linux {name.arch}"
+    return NO_WHEEL.format(distribution="", where=where).strip()  # whichever distribution it names
 
 
 def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copies: list[str]) -> list[Check]:

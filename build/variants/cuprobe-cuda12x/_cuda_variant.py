@@ -44,6 +44,8 @@ OPTIONAL = {
 NEEDED = {
     'cublasLt': {'distribution': 'nvidia-cublas-cu12', 'needs': ('nvrtc',), 'linux': ('nvidia/cublas/lib', ('libcublasLt.so.12',), ()), 'windows': ('nvidia/cublas/bin', ('cublasLt64_12.dll',), ()), 'machines': ()},
 }
+# What no_wheel() says of a component NVIDIA ships no wheel of for this machine.
+NO_WHEEL = '{distribution} has no {where} wheel'
 
 # The GPU code the wheel's binaries carry — SASS and PTX architectures, the newest PTX ISA — and the oldest driver
 # that runs it per OS (SASS alone: `sass_driver`). Rendered from the plan; the repair writes what the built
@@ -109,10 +111,10 @@ def no_wheel(component):
     spec = _all_specs()[component]
     system = "windows" if sys.platform == "win32" else "linux"
     if spec[system] is None:
-        return f"{spec['distribution']} has no {system} wheel"
+        return NO_WHEEL.format(distribution=spec["distribution"], where=system)
     machine = platform.machine().lower()
     if system == "linux" and spec["machines"] and machine not in spec["machines"]:
-        return f"{spec['distribution']} has no linux {machine} wheel"
+        return NO_WHEEL.format(distribution=spec["distribution"], where=f"linux {machine}")
     return None
 
 

@@ -16,9 +16,9 @@ ELF_MAGIC = b"\x7fELF"
 DEVICE_CODE_SECTION = ".nv_fatbin"
 # The sections where a library keeps the names it opens with dlopen (string constants), and its DT_NEEDED.
 NAME_SECTIONS = (".rodata", ".lrodata", ".dynstr")  # .lrodata: large read-only data (x86-64 medium model)
-# A shared library's file name, whole: libnvJitLink.so.12, libnvrtc-builtins.so.13.0.
 # e_machine as the wheel's platform tag spells the machine.
 MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
+# A shared library's file name, whole: libnvJitLink.so.12, libnvrtc-builtins.so.13.0.
 _LIBRARY_NAME = re.compile(rb"(?<![\w.+-])lib[\w.+-]*?\.so(?:\.\d+)*(?![\w.+-])")
 
 
