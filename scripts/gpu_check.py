@@ -117,18 +117,38 @@ def diagnostic(package: str, python: str) -> dict[str, object]:
     return {"check": name, "status": status, "detail": detail, "seconds": round(time.monotonic() - started, 2)}
 
 
+# METADATA and the module list are all this reads of a wheel: a larger METADATA is no wheel the factory made.
+MAX_METADATA_BYTES = 16 << 20
+
+
+def _zip_names(wheel: Path) -> list[str]:
+    """The wheel's member names; a file that is no readable zip stops the run with one line naming it."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as exc:
+        raise SystemExit(f"{wheel.name}: not a readable wheel ({str(exc)!a})") from None
+
+
 def _package_of(wheel: Path) -> str:
-    with zipfile.ZipFile(wheel) as archive:
-        for member in archive.namelist():
-            if member.endswith("/_cuda_variant.py") and ".data/" not in member:
-                return member.rsplit("/", 1)[0].replace("/", ".")
+    for member in _zip_names(wheel):
+        if member.endswith("/_cuda_variant.py") and ".data/" not in member:
+            return member.rsplit("/", 1)[0].replace("/", ".")
     raise SystemExit(f"{wheel.name}: not built by the wheel factory (no _cuda_variant module)")
 
 
 def wheel_metadata(wheel: Path) -> email.message.Message:
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        return email.parser.Parser().parsestr(archive.read(name).decode("utf-8"))
+    found = [n for n in _zip_names(wheel) if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+    if len(found) != 1:
+        raise SystemExit(f"{wheel.name}: {len(found)} METADATA files at its top, where a wheel has one")
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(found[0]) as stream:
+            data = stream.read(MAX_METADATA_BYTES + 1)
+        if len(data) > MAX_METADATA_BYTES:
+            raise SystemExit(f"{wheel.name}: its METADATA is larger than {MAX_METADATA_BYTES >> 20} MiB")
+        return email.parser.Parser().parsestr(data.decode("utf-8"))
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise SystemExit(f"{wheel.name}: its METADATA cannot be read ({str(exc)!a})") from None
 
 
 def wheel_extras(wheel: Path) -> list[str]:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.cli import main
-from wheelfactory.errors import ToolFailure
-from wheelfactory.toolkit import archives
+from wheelfactory.errors import BadBytes
+from wheelfactory.untrusted import archives
 
 from .conftest import served
 
@@ -78,7 +78,8 @@ def _bomb(tar: tarfile.TarFile) -> None:
 
 
 HOSTILE: dict[str, tuple[Build, str]] = {
-    "path-max-chain": (_path_max_chain, r"member 'pkg-1\.0/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/l+' goes through a link"),
+    # The file is written through a link of the same name: refused as a member given twice before any link is made.
+    "path-max-chain": (_path_max_chain, r"member 'pkg-1\.0/escape' is in the archive twice"),
     "link-chain-escape": (_relative_escape, r"member 'pkg-1\.0/up' links to 'here/\.\./\.\./\.\./outside', outside"),
     "hard-link": (_hard_link, r"member 'pkg-1\.0/copy\.py' is a hard link"),
     "bomb": (_bomb, r"unpacks to 256 MiB from 0\.2 MiB, over the 4 GiB or 100:1"),
@@ -96,7 +97,7 @@ def test_a_hostile_archive_is_refused_whole_and_writes_nothing_outside(case: str
     build, message = HOSTILE[case]
     archive = _archive(tmp_path / "pkg-1.0.tar.gz", build)
     into = tmp_path / "deep" / "er" / "unpacked"
-    with pytest.raises(ToolFailure, match=message) as refused:
+    with pytest.raises(BadBytes, match=message) as refused:
         archives.unpack(archive, into)
     assert str(refused.value).startswith("pkg-1.0.tar.gz: ") and "\n" not in str(refused.value)
     outside = [p for p in tmp_path.rglob("*") if not p.is_relative_to(into) and p != archive]
@@ -107,7 +108,7 @@ def test_a_truncated_archive_is_refused(tmp_path: Path) -> None:
     whole = _archive(tmp_path / "whole.tar.gz", lambda tar: _add(tar, "pkg-1.0/a.txt", data=bytes(range(256)) * 4096))
     truncated = tmp_path / "pkg-1.0.tar.gz"
     truncated.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
-    with pytest.raises(ToolFailure, match=r"^pkg-1\.0\.tar\.gz: cannot be read whole .* corrupt or truncated$"):
+    with pytest.raises(BadBytes, match=r"^pkg-1\.0\.tar\.gz: cannot be read whole .* corrupt or truncated$"):
         archives.unpack(truncated, tmp_path / "unpacked")
 
 
@@ -129,7 +130,7 @@ def test_a_zip_that_escapes_is_refused(tmp_path: Path) -> None:
     archive = tmp_path / "pkg-1.0.zip"
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("pkg-1.0/../../outside.txt", "x")
-    with pytest.raises(ToolFailure, match=r"member 'pkg-1\.0/\.\./\.\./outside\.txt' would land outside"):
+    with pytest.raises(BadBytes, match=r"member 'pkg-1\.0/\.\./\.\./outside\.txt' would land outside"):
         archives.unpack(archive, tmp_path / "unpacked")
     assert not (tmp_path.parent / "outside.txt").exists()
 

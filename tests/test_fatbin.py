@@ -43,7 +43,7 @@ def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
 ) -> None:
     built: Built = request.getfixturevalue(f"built{major}")
     module = _device_module(built, tmp_path)
-    entries = read_device_code(module, module.name, "linux")
+    entries = read_device_code(module, "linux")
     assert as_cuobjdump_names(entries) == listed(cuobjdump, module)
     assert [e.ptx_isa for e in entries if e.kind == "ptx"] == ptx_versions(cuobjdump, module)
     # ...which is the ISA toolkits.yaml says the release writes.
@@ -88,7 +88,7 @@ def test_the_reader_agrees_with_cuobjdump_on_every_kind_of_entry(
     library = tmp_path / "k.so"
     command = [nvcc, "-shared", "-Xcompiler", "-fPIC", *options, "-o", str(library), str(tmp_path / "k.cu")]
     subprocess.run(command, check=True)
-    entries = read_device_code(library, library.name, "linux")
+    entries = read_device_code(library, "linux")
     assert {e.name for e in entries} == expected
     assert as_cuobjdump_names(entries) == listed(cuobjdump, library)
     assert [e.ptx_isa for e in entries if e.kind == "ptx"] == ptx_versions(cuobjdump, library)
@@ -124,8 +124,8 @@ def test_a_pe_files_fatbin_reads_as_the_elf_one(tmp_path: Path) -> None:
         ],
         check=True,
     )
-    in_pe = read_device_code(dll, dll.name, "windows")
-    assert in_pe == read_device_code(elf, elf.name, "linux")
+    in_pe = read_device_code(dll, "windows")
+    assert in_pe == read_device_code(elf, "linux")
     assert {e.name for e in in_pe} == {"sm_80", "compute_80", "sm_90a"}
 
 

@@ -22,17 +22,16 @@ from wheelfactory.built import BuiltWheel
 from wheelfactory.errors import UserError
 from wheelfactory.plan import Variant, make_plan
 
+from .wheelbytes import make_wheel
+
 
 def _wheel(directory: Path, platform_tag: str) -> Path:
     """A wheel with nothing but its metadata: enough for the machines' choice."""
-    path = directory / f"cuprobe_cuda12x-0.1.0-cp312-cp312-{platform_tag}.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(
-            "cuprobe_cuda12x-0.1.0.dist-info/METADATA",
-            "Metadata-Version: 2.4\nName: cuprobe-cuda12x\nVersion: 0.1.0\n"
-            "Requires-Dist: nvidia-cuda-runtime-cu12<13,>=12.9\n",
-        )
-    return path
+    return make_wheel(
+        directory,
+        f"cuprobe_cuda12x-0.1.0-cp312-cp312-{platform_tag}.whl",
+        metadata="Requires-Dist: nvidia-cuda-runtime-cu12<13,>=12.9\n",
+    )
 
 
 def _variant(project: Path) -> Variant:

@@ -39,6 +39,7 @@ from .inputs import DRIVER
 from .plan import Variant
 from .render import VARIANT_MODULE
 from .repair import needed_components, origin_entry
+from .untrusted.shown import shown
 
 MIB = 1024 * 1024
 # The dynamic loader is in no policy's whitelist (auditwheel treats it apart), yet every glibc has it.
@@ -75,7 +76,7 @@ class WheelAudit:
         return not self.problems and not any(b.problems for b in self.binaries)
 
     def all_problems(self) -> list[str]:
-        return self.problems + [f"{b.member}: {p}" for b in self.binaries for p in b.problems]
+        return self.problems + [f"{shown(b.member)}: {p}" for b in self.binaries for p in b.problems]
 
     def as_json(self) -> dict[str, object]:
         return {**asdict(self), "passed": self.passed}
@@ -147,7 +148,7 @@ class _Checker:
         policy = self.variant.module_policy(audit.module)
         if policy is None:
             audit.problems.append(
-                f"extension module {audit.module} matches none of the recipe's modules — declare what it may "
+                f"extension module {shown(audit.module)} matches none of the recipe's modules — declare what it may "
                 'link (or give a "*" default)'
             )
             return []
@@ -203,7 +204,7 @@ class _Checker:
         if library.lower() == driver.lower():
             if DRIVER not in allowed and not lazy:
                 audit.problems.append(
-                    f"links the driver {library}: importing it fails on machines without a GPU "
+                    f"links the driver {shown(library)}: importing it fails on machines without a GPU "
                     "driver — open the driver lazily instead"
                 )
             return True
@@ -212,12 +213,12 @@ class _Checker:
             if owner not in allowed:
                 policy = ", ".join(allowed) or "no CUDA library"
                 audit.problems.append(
-                    f"needs {library} ({owner}) but may link {policy} — link with -Wl,--as-needed "
+                    f"needs {shown(library)} ({owner}) but may link {policy} — link with -Wl,--as-needed "
                     "or fix the recipe's module policy"
                 )
             return True
         if _is_cuda(library, self.variant.major, self.os):
-            audit.problems.append(f"needs CUDA library {library}, which no allowed component provides")
+            audit.problems.append(f"needs CUDA library {shown(library)}, which no allowed component provides")
             return True
         return False
 
@@ -249,15 +250,19 @@ def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platfor
             continue
         if library not in whitelist:
             audit.problems.append(
-                f"needs {library}: not a manylinux system library, not in the wheel, not a declared CUDA component"
+                f"needs {shown(library)}: not a manylinux system library, not in the wheel, not a declared CUDA "
+                "component"
             )
     if binary.runpath:
         audit.problems.append(
-            f"uses DT_RUNPATH {':'.join(binary.runpath)}; needs DT_RPATH so that the libraries it loads find theirs too"
+            f"uses DT_RUNPATH {shown(':'.join(binary.runpath))}; needs DT_RPATH so that the libraries it loads find "
+            "theirs too"
         )
     for entry in [*binary.rpath, *binary.runpath]:
         if not entry.startswith("$ORIGIN"):
-            audit.problems.append(f"RPATH entry {entry!r} is absolute or host-specific — it must be $ORIGIN-relative")
+            audit.problems.append(
+                f"RPATH entry {shown(entry)} is absolute or host-specific — it must be $ORIGIN-relative"
+            )
     for name in audit.components:
         component = checker.table.get(name, major)
         if component and component.linux and component.linux.lib_dir:
@@ -269,7 +274,14 @@ def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platfor
         for version in sorted(versions):
             namespace, _, number = version.partition("_")  # GLIBC_2.34 -> GLIBC, 2.34
             if namespace in symbol_versions and number not in symbol_versions[namespace]:
-                audit.problems.append(f"needs {version} from {library}, newer than {platform_tag} allows")
+                audit.problems.append(f"needs {shown(version)} from {shown(library)}, newer than {platform_tag} allows")
+    return audit
+
+
+def _unreadable(binary: Binary) -> BinaryAudit:
+    """A binary the readers refused: nothing it needs or carries is known, so it cannot pass."""
+    audit = BinaryAudit(binary.member, binary.module, [], [], [], [])
+    audit.problems.append(f"cannot be read — {binary.unreadable}; a binary the audit cannot read is not shipped")
     return audit
 
 
@@ -294,13 +306,13 @@ def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
         lower = dll.lower()
         if re.fullmatch(r"python3\d*\.dll", lower):
             if lower not in (python_dll, "python3.dll"):
-                audit.problems.append(f"imports {dll}, but the wheel is for Python {python} ({python_dll})")
+                audit.problems.append(f"imports {shown(dll)}, but the wheel is for Python {python} ({python_dll})")
             continue
         if checker.dependency(audit, dll, allowed, lazy=lazy):
             continue
         if not any(fnmatch.fnmatch(lower, pattern) for pattern in system):
             audit.problems.append(
-                f"imports {dll}: not a Windows system DLL, not in the wheel, not a declared CUDA "
+                f"imports {shown(dll)}: not a Windows system DLL, not in the wheel, not a declared CUDA "
                 "component — delvewheel should have vendored it"
             )
     return audit
@@ -361,7 +373,9 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
         problems.append(f"platform tag {name.platform_tag} is not a manylinux tag — the repair did not run")
     checker = _Checker(variant, name.os, name.arch, {PurePosixPath(m).name for m in members(built.path)})
     binaries = [
-        _check_elf(b, checker, policy, name.platform_tag, name.python)
+        _unreadable(b)
+        if b.unreadable
+        else _check_elf(b, checker, policy, name.platform_tag, name.python)
         if b.format == "elf"
         else _check_pe(b, checker, name.python)
         for b in built.binaries.values()

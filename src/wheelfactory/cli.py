@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .components import platforms
-from .errors import EXIT_INPUT, EXIT_TOOL, InputError, ToolFailure, UserError
+from .errors import EXIT_INPUT, EXIT_TOOL, BadBytes, InputError, ToolFailure, UserError
 from .host import machine as host_machine
 from .inputs.references import image_problem
 from .plan import make_plan
 from .progress import console
 from .render import render_plan, stale_files, write
+from .untrusted.shown import one_line
 
 # The machines Linux wheels are built for: this host's natively, another under QEMU.
 ARCHS = sorted(p.cibw_arch for p in platforms().values() if p.os == "linux")
@@ -119,19 +120,18 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .verify import verify
+    from .verify import PlannedWheel, load_plan, verify
 
     if args.plan:
-        try:
-            jobs = json.loads(Path(args.plan).read_text(encoding="utf-8"))["smoke"]["include"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UserError(f"{args.plan}: not a plan from `nox -s plan` ({exc}) — regenerate it") from None
+        jobs = load_plan(Path(args.plan))
     else:
-        jobs = [job.as_json() for job in make_plan(_root(args), _matrix(args)).wheel_jobs()]
+        jobs = [
+            PlannedWheel.model_validate(job.as_json()) for job in make_plan(_root(args), _matrix(args)).wheel_jobs()
+        ]
     wheels = sorted(w for p in args.wheels for w in (p.glob("*.whl") if p.is_dir() else [p]))
     problems = verify(jobs, wheels)
     for problem in problems:
-        console.print(problem, markup=False)
+        console.print(one_line(problem), markup=False)
     if problems:
         return 1
     console.print(f"{len(wheels)} wheels: exactly the {len(jobs)} the plan promised, twine-clean, within size limits")
@@ -219,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"error: {exc}", markup=False)
         return EXIT_TOOL
     except UserError as exc:
+        console.print(f"error: {exc}", markup=False)
+        return EXIT_INPUT
+    except BadBytes as exc:  # bytes the user handed in (a wheel) that no reader took: bad input
         console.print(f"error: {exc}", markup=False)
         return EXIT_INPUT
 

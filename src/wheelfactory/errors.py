@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 EXIT_INPUT = 2
@@ -33,3 +35,19 @@ class UserError(Exception):
 
 class ToolFailure(UserError):
     """A tool, a download or a build step failed (exit status 3); the message says which and where its log is."""
+
+
+class BadBytes(Exception):
+    """Bytes the factory did not write (a wheel, an archive, an ELF, PE or fatbin, an index page, a cache entry)
+    are malformed, hostile, or past one of the bounds every reader keeps. The one error the readers raise: whoever
+    asked for the bytes decides what it means — a wheel the user gave is bad input or a gate's rejection, fetched
+    content a download failure (`fetched`)."""
+
+
+@contextmanager
+def fetched() -> Iterator[None]:
+    """Within the block, bytes that came from the network or the cache are refused as a download failure (exit 3)."""
+    try:
+        yield
+    except BadBytes as exc:
+        raise ToolFailure(str(exc)) from None

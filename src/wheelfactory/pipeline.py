@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from . import host
 from .audit import audit_wheel
+from .binaries import wheelcheck
 from .binaries.wheelfile import WheelName
 from .build import run_cibuildwheel, select_cells
 from .built import BuiltWheel
@@ -32,6 +33,7 @@ from .repair import read_binaries_of, repair
 from .report import WheelRecord, summary, write_report
 from .smoke import smoke
 from .toolkit.provision import compiler_cache, provision
+from .untrusted.shown import one_line, shown
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,20 @@ def existing(wheel: Path, variant: Variant, image: str | None) -> BuiltWheel:
 
 
 def smoke_existing(root: Path, wheels: list[Path], image: str | None, matrix: Path | None = None) -> list[WheelRecord]:
-    """Audit and smoke wheels that were built before (`nox -s smoke -- WHEEL...`)."""
+    """Audit and smoke wheels that were built before (`nox -s smoke -- WHEEL...`). Each wheel is opened and
+    checked as pip would install it first, before anything is provisioned or downloaded: a file that is no sound
+    wheel is refused in a moment (exit 2), every problem of every wheel at once."""
+    problems = []
+    for wheel in wheels:
+        if not wheel.is_file():
+            problems.append(f"{shown(str(wheel))}: no such wheel")
+            continue
+        problems += wheelcheck.check_wheel(wheel)[1]
+    if problems:
+        raise UserError("\n".join(one_line(p) for p in problems))
     plan = make_plan(root, matrix)
     builts = []
     for wheel in wheels:
-        if not wheel.is_file():
-            raise UserError(f"{wheel}: no such wheel")
         name = WheelName.of(wheel)
         variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
         if variant is None:

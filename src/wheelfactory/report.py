@@ -16,6 +16,7 @@ from .built import BuiltWheel
 from .gpus import CodeSummary, minimum_driver
 from .progress import console
 from .smoke import TierResult
+from .untrusted.shown import one_line
 
 REPORT_NAME = "report.json"
 
@@ -143,4 +144,5 @@ def summary(records: list[WheelRecord]) -> None:
         if not r.passed:
             console.print(f"[red]{r.wheel}[/red] was kept out of dist/:")
             for reason in r.why_not()[:20]:
-                console.print(f"  - {reason}", markup=False)
+                # One line each: a reason quotes what a wheel's own code printed (a smoke failure's output).
+                console.print(f"  - {one_line(reason)}", markup=False)

@@ -20,17 +20,19 @@ import urllib.error
 import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
-from urllib.parse import urldefrag, urljoin
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename
 
 from . import host
-from .errors import ToolFailure, UserError
+from .errors import ToolFailure, UserError, fetched
 from .host import cache_dir
 from .inputs import PathSource, SdistSource, Source
 from .progress import step
-from .toolkit import archives
+from .untrusted import archives
+from .untrusted.cache import reusable, seal
+from .untrusted.shown import shown
 
 PYPI = "https://pypi.org/simple/"
 
@@ -85,26 +87,48 @@ class _Links(HTMLParser):
 
 
 def project_files(index: str, project: str) -> list[tuple[str, str]]:
-    """(file name, absolute URL) of every file on the index's page for `project`."""
+    """(file name, absolute URL) of every file on the index's page for `project`. The page is read within the
+    archive layer's bounds; a page that is not the format it says (a PEP 691 file without `url`, a name with a
+    folder in it) is refused as a download failure, naming the page."""
     page = urljoin(index, f"{canonicalize_name(project)}/")
     request = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
     try:
-        with urllib.request.urlopen(request, timeout=archives.TIMEOUT_S) as response:
-            body = response.read()
-            kind = response.headers.get_content_type()
+        with fetched():
+            body, kind = archives.read_page(request)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return []  # not on this index: the next one may have it, as pip reads them
-        raise ToolFailure(f"cannot read {page}: {exc.reason}") from None
+        raise ToolFailure(f"cannot read {shown(page)}: {shown(exc.reason)}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise ToolFailure(f"cannot read {page}: {getattr(exc, 'reason', exc)}") from None
+        raise ToolFailure(f"cannot read {shown(page)}: {shown(getattr(exc, 'reason', exc))}") from None
     if kind == "application/vnd.pypi.simple.v1+json":
-        listed = json.loads(body)["files"]
-        return [(f["filename"], urljoin(page, f["url"])) for f in listed]
-    parser = _Links()
-    parser.feed(body.decode("utf-8", errors="replace"))
-    urls = [urljoin(page, urldefrag(href)[0]) for href in parser.links]
-    return [(PurePosixPath(url).name, url) for url in urls]
+        files = _json_files(page, body)
+    else:
+        parser = _Links()
+        parser.feed(body.decode("utf-8", errors="replace"))
+        urls = [urljoin(page, urldefrag(href)[0]) for href in parser.links]
+        # Links that name no file (a folder, another page) are passed over, as pip passes them.
+        files = [
+            (PurePosixPath(urlsplit(url).path).name, url) for url in urls if PurePosixPath(urlsplit(url).path).name
+        ]
+    for name, url in files:
+        if "/" in name or "\\" in name or urlsplit(url).scheme not in ("http", "https", "file"):
+            raise ToolFailure(f"{shown(page)} lists {shown(name)} at {shown(url)}, which no index serves — refused")
+    return files
+
+
+def _json_files(page: str, body: bytes) -> list[tuple[str, str]]:
+    """The files of a PEP 691 JSON page, each a filename and a url (made absolute against the page)."""
+    try:
+        loaded = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ToolFailure(f"{shown(page)}: not a PEP 691 project page ({shown(exc)}) — refused") from None
+    files = loaded.get("files") if isinstance(loaded, dict) else None
+    if not isinstance(files, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str) for f in files
+    ):
+        raise ToolFailure(f"{shown(page)}: a PEP 691 page whose files lack a filename or url — refused")
+    return [(f["filename"], urljoin(page, f["url"])) for f in files]
 
 
 def _find_sdist(requirement: str) -> tuple[str, str]:
@@ -129,24 +153,27 @@ def _sdist(requirement: str, sha256: str) -> Path:
 
 def _fetch_sdist(requirement: str, sha256: str) -> Path:
     tree = cache_dir() / "sources" / f"sdist-{sha256}"
-    if (tree / ".complete").is_file():
+    if reusable(tree):
         return tree
     name, url = _find_sdist(requirement)
     with tempfile.TemporaryDirectory() as scratch, step(f"download the sdist {name}"):
-        archive = archives.download(url, Path(scratch) / name)
+        with fetched():
+            archive = archives.download(url, Path(scratch) / name)
         actual = archives.sha256(archive)
         if actual != sha256:
             raise UserError(
                 f"{name} has sha256 {actual}, the recipe pins {sha256} — if the new archive is trusted, put its "
                 "sha256 in the recipe"
             )
-        root = archives.unpack(archive, Path(scratch) / "unpacked")
+        with fetched():
+            root = archives.unpack(archive, Path(scratch) / "unpacked")
         with host.built_aside(tree) as building:
             try:
                 shutil.copytree(root, building, symlinks=True, dirs_exist_ok=True)
             except shutil.Error as exc:  # unpack checked every member: this is the disk, not the archive
                 raise ToolFailure(f"{name}: cannot copy the unpacked source into the cache: {exc}") from None
             (building / ".complete").write_text(name)
+            seal(building)
     return tree
 
 

@@ -1,53 +1,134 @@
-"""The release gate over all wheels of a run: exactly the wheels the plan promised, valid metadata, sizes.
+"""The release gate over all wheels of a run: exactly the wheels the plan promised, each one a wheel PyPI and pip
+will take, under its size limit.
 
 The build jobs run apart; this checks their union before anything is published: nothing missing, nothing extra,
-`twine check --strict`, and each wheel under its recipe's size limit (PyPI's default is 100 MiB per file, and
-each `pkg-cudaNNx` is a separate PyPI project with its own limit).
+each wheel checked as pip installs it (binaries.wheelcheck: name, zip, WHEEL, METADATA, RECORD), its tags exactly
+its job's (the CPython and its ABI; the OS, machine and manylinux or Windows policy of the job's platform), its
+Name and Version the plan's, `twine check --strict`, and each wheel under its recipe's size limit (PyPI's default
+is 100 MiB per file, and each `pkg-cudaNNx` is a separate PyPI project with its own limit).
+
+The plan comes from `nox -s plan` (a file the release workflow passes between jobs): it is validated like every
+other input, each problem at its file:line:col with the job named, exit status 2.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
 from packaging.utils import canonicalize_name
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import host
+from .binaries.wheelcheck import check_wheel
 from .binaries.wheelfile import WheelName
+from .components import platforms
+from .errors import InputError, Problem
+from .inputs import yamlsource
+from .inputs.validation import VersionText, problems_from
 from .plan import cpython_tag
+from .untrusted.shown import shown
 
 MIB = 1024 * 1024
 
 
-def wheel_key(wheel: Path) -> tuple[str, str, str, str]:
-    name = WheelName.of(wheel)
-    return str(name.distribution), str(name.version), cpython_tag(name.python), name.platform
+class PlannedWheel(BaseModel):
+    """What the gate reads of one wheel job of the plan (`nox -s plan`'s smoke.include entries)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+    id: Annotated[str, Field(min_length=1)]
+    dist_name: Annotated[str, Field(min_length=1)]
+    version: Annotated[str, Field(min_length=1)]
+    python: VersionText
+    platform: str
+    size_limit_mb: Annotated[int, Field(gt=0)]
+
+    @field_validator("platform")
+    @classmethod
+    def _known_platform(cls, value: str) -> str:
+        if value not in platforms():
+            raise ValueError(f"{value!r} is none of {', '.join(sorted(platforms()))}")
+        return value
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return str(canonicalize_name(self.dist_name)), self.version, cpython_tag(self.python), self.platform
 
 
-def verify(jobs: list[dict[str, object]], wheels: list[Path]) -> list[str]:
+class _Smoke(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    include: list[PlannedWheel]
+
+
+class _PlanFile(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    smoke: _Smoke
+
+
+def load_plan(path: Path) -> list[PlannedWheel]:
+    """The wheel jobs of a plan file, or InputError with every problem at its place, naming the job."""
+    data, source, problems = yamlsource.load(path, str(path))
+    if problems:
+        raise InputError(problems)
+    try:
+        return _PlanFile.model_validate(data).smoke.include
+    except ValidationError as exc:
+        found = problems_from(exc, source)
+    named = []
+    for problem in found:
+        job = _job_named(data, problem.message)
+        named.append(Problem(problem.file, problem.line, problem.col, f"{job}{problem.message}"))
+    raise InputError(named or [Problem(str(path), 1, 1, "not a plan from `nox -s plan` — regenerate it")])
+
+
+def _job_named(data: object, message: str) -> str:
+    """ "job ID: " for a problem inside smoke.include[N], where that job has an id."""
+    if not message.startswith("smoke.include["):
+        return ""
+    index = int(message.removeprefix("smoke.include[").split("]", 1)[0])
+    try:
+        job_id = data["smoke"]["include"][index].get("id")  # type: ignore[index]
+    except (TypeError, KeyError, IndexError, AttributeError):
+        return ""
+    return f"job {shown(job_id)}: " if isinstance(job_id, str) else ""
+
+
+def _tag_problems(name: WheelName, job: PlannedWheel) -> list[str]:
+    """The wheel's tags are exactly its job's: CPython X.Y with its own ABI, on the job's platform."""
+    wanted = cpython_tag(job.python)
+    problems = []
+    odd = sorted(str(t) for t in name.tags if (t.interpreter, t.abi) != (wanted, wanted))
+    if odd:
+        problems.append(f"tagged {', '.join(odd)}, where job {job.id} builds {wanted}-{wanted}")
+    if name.platform != job.platform:
+        problems.append(f"is a wheel for {name.platform}, where job {job.id} builds for {job.platform}")
+    return problems
+
+
+def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path]) -> list[str]:
+    planned = [job if isinstance(job, PlannedWheel) else PlannedWheel.model_validate(job) for job in jobs]
+    expected = {job.key: job for job in planned}
     problems: list[str] = []
-    expected: dict[tuple[str, str, str, str], dict[str, object]] = {}
-    for job in jobs:
-        key = (
-            str(canonicalize_name(str(job["dist_name"]))),
-            str(job["version"]),
-            cpython_tag(str(job["python"])),
-            str(job["platform"]),
-        )
-        expected[key] = job
     found: dict[tuple[str, str, str, str], Path] = {}
     for wheel in wheels:
-        key = wheel_key(wheel)
+        name, wheel_problems = check_wheel(wheel)
+        problems += wheel_problems
+        if name is None:
+            continue
+        key = (str(name.distribution), str(name.version), cpython_tag(name.python), name.platform)
         if key in found:
             problems.append(f"{wheel.name}: a second wheel for the same job as {found[key].name}")
         found[key] = wheel
+        if key in expected:
+            problems += [f"{wheel.name}: {p}" for p in _tag_problems(name, expected[key])]
     for key in sorted(expected.keys() - found.keys()):
-        problems.append(f"missing: no wheel from job {expected[key]['id']}")
+        problems.append(f"missing: no wheel from job {expected[key].id}")
     for key in sorted(found.keys() - expected.keys()):
         problems.append(f"extra: {found[key].name} is not in the plan")
     for key, wheel in sorted(found.items()):
         if key in expected:
-            limit = int(str(expected[key]["size_limit_mb"]))
+            limit = expected[key].size_limit_mb
             size = wheel.stat().st_size
             if size > limit * MIB:
                 problems.append(f"{wheel.name}: {size / MIB:.1f} MiB, over its {limit} MiB limit")
@@ -56,5 +137,6 @@ def verify(jobs: list[dict[str, object]], wheels: list[Path]) -> list[str]:
             [sys.executable, "-m", "twine", "--no-color", "check", "--strict", *wheels], "twine", check=False
         )
         if twine.returncode != 0:
-            problems.append("twine check --strict failed:\n" + (twine.stdout + twine.stderr).strip())
+            output = (twine.stdout + twine.stderr).strip().splitlines()
+            problems += [f"twine check --strict: {line}" for line in output if line.strip()] or ["twine check failed"]
     return problems

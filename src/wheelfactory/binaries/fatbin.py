@@ -13,20 +13,20 @@ tests check every field read here against `cuobjdump --list-elf --list-ptx` on b
 
 from __future__ import annotations
 
-import io
 import re
 import struct
 from dataclasses import dataclass
 from typing import Literal
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
+from ..errors import BadBytes
+from .elf import elf_of
 
 CONTAINER_MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries
 _ENTRY = struct.Struct("<HHIQ")  # kind, version, header size, payload size
 _ENTRY_FIELDS = struct.Struct("<IIHHI")  # at +16: -, -, ISA minor, ISA major, architecture
 _ENTRY_FLAGS = struct.Struct("<Q")  # at +40
+_ENTRY_MIN_HEADER = 48  # the fields above end there
 KIND_PTX, KIND_CUBIN = 1, 2
 COMPRESSED = 0x2000 | 0x8000
 ARCH_SPECIFIC, FAMILY = 0x100000, 0x200000
@@ -34,8 +34,8 @@ ARCH_SPECIFIC, FAMILY = 0x100000, 0x200000
 _TOOLKIT = re.compile(rb"Cuda compilation tools, release (\d+\.\d+)")
 
 
-class FatbinError(ValueError):
-    """The section is not the fatbin format this reader knows."""
+class FatbinError(BadBytes):
+    """The section is not the fatbin format this reader knows, or breaks its bounds."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,9 @@ class DeviceCode:
 
 
 def read_fatbin(section: bytes) -> list[DeviceCode]:
-    """Every entry of every container in a fatbin section, in order."""
+    """Every entry of every container in a fatbin section, in order. Every header's sizes are checked against the
+    section before they are followed, and each step moves forward (a container header or an entry header shorter
+    than its fields is refused), so the walk ends within len(section) / 8 steps whatever the bytes say."""
     found: list[DeviceCode] = []
     offset = 0
     while offset + _CONTAINER.size <= len(section):
@@ -71,36 +73,46 @@ def read_fatbin(section: bytes) -> list[DeviceCode]:
                 raise FatbinError(f"no fatbin container at offset {offset:#x}")
             offset += 8
             continue
+        if header_size < _CONTAINER.size:  # (an empty container, size 0, is nvcc's own: its header moves on)
+            raise FatbinError(f"the container at {offset:#x} claims a {header_size}-byte header")
         entry, end = offset + header_size, offset + header_size + size
         if end > len(section):
             raise FatbinError(f"the container at {offset:#x} runs past the section's end")
         while entry < end:
-            found.append(_entry(section, entry))
-            _, _, entry_header, payload = _ENTRY.unpack_from(section, entry)
-            entry += entry_header + payload
+            code, entry = _entry(section, entry, end)
+            found.append(code)
         offset = end
     return found
 
 
-def _entry(section: bytes, at: int) -> DeviceCode:
+def _entry(section: bytes, at: int, end: int) -> tuple[DeviceCode, int]:
+    """The entry at `at` of a container ending at `end`, and where the next one starts."""
+    if at + _ENTRY_MIN_HEADER > end:
+        raise FatbinError(f"an entry at {at:#x} is cut short by its container's end")
     kind, _, header_size, payload_size = _ENTRY.unpack_from(section, at)
-    if kind not in (KIND_PTX, KIND_CUBIN) or header_size < 48:
+    if kind not in (KIND_PTX, KIND_CUBIN) or header_size < _ENTRY_MIN_HEADER:
         raise FatbinError(f"an entry of kind {kind} with a {header_size}-byte header at {at:#x}")
+    following = at + header_size + payload_size
+    if following > end:
+        raise FatbinError(f"the entry at {at:#x} runs past its container's end")
     _, _, minor, major, arch = _ENTRY_FIELDS.unpack_from(section, at + 16)
     (flags,) = _ENTRY_FLAGS.unpack_from(section, at + 40)
     suffix: Literal["", "a", "f"] = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY else ""
     compressed = bool(flags & COMPRESSED)
-    payload = section[at + header_size : at + header_size + payload_size]
     if kind == KIND_PTX:
-        return DeviceCode("ptx", arch, suffix, (major, minor), compressed, None)
-    return DeviceCode("sass", arch, suffix, None, compressed, None if compressed else _cubin_toolkit(payload))
+        return DeviceCode("ptx", arch, suffix, (major, minor), compressed, None), following
+    payload = section[at + header_size : following]
+    toolkit = None if compressed else _cubin_toolkit(payload)
+    return DeviceCode("sass", arch, suffix, None, compressed, toolkit), following
 
 
 def _cubin_toolkit(cubin: bytes) -> str | None:
-    """The release of the toolkit that made a cubin, from its .note.nv.tkinfo (CUDA 12 on; older ones have none)."""
+    """The release of the toolkit that made a cubin, from its .note.nv.tkinfo (CUDA 12 on; older ones have none).
+    A cubin this cannot read within the ELF reader's bounds says nothing of its maker."""
     try:
-        note = ELFFile(io.BytesIO(cubin)).get_section_by_name(".note.nv.tkinfo")
-    except (ELFError, struct.error):
+        elf = elf_of(cubin, "cubin")
+        note = elf.section(".note.nv.tkinfo")
+        match = _TOOLKIT.search(elf.bytes_of(note)) if note is not None else None
+    except BadBytes:
         return None
-    match = _TOOLKIT.search(note.data()) if note is not None else None
     return match[1].decode() if match else None

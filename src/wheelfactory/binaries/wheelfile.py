@@ -7,23 +7,39 @@ from __future__ import annotations
 import email.message
 import email.parser
 import os
-import stat
+import re
 import sys
-import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from packaging.utils import NormalizedName, parse_wheel_filename
-from packaging.version import Version
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from .. import host
 from ..components import OS, platforms
-from ..errors import ToolFailure
+from ..errors import BadBytes
+from ..untrusted import archives
+from ..untrusted.shown import shown
 from . import elf, pe
 from .elf import is_elf, read_elf
 from .fatbin import DeviceCode, FatbinError, read_fatbin
 from .pe import read_pe
+
+# The platform tags a wheel of a matrix platform may carry: manylinux (PEP 600 and its legacy aliases) for Linux,
+# win_amd64 for Windows. Anything else (macOS, musllinux, linux_x86_64, another machine) is no wheel of ours.
+_MANYLINUX = re.compile(r"^manylinux(?:_(?P<glibc>\d+_\d+)|(?P<legacy>1|2010|2014))_(?P<arch>x86_64|aarch64)$")
+_LEGACY_GLIBC = {"1": "2_5", "2010": "2_12", "2014": "2_17"}
+
+
+def platform_of_tag(tag: str) -> tuple[OS, str] | None:
+    """The OS and machine (as WheelName.arch spells it) a platform tag is for, where it is one of a matrix
+    platform's tags; None for any other (macosx_…, musllinux_…, linux_x86_64, win32)."""
+    if tag == "win_amd64":
+        return "windows", "AMD64"
+    match = _MANYLINUX.match(tag)
+    return ("linux", match["arch"]) if match else None
 
 
 @dataclass(frozen=True)
@@ -36,32 +52,51 @@ class WheelName:
     platform_tag: str  # manylinux_2_28_x86_64, win_amd64
     os: OS
     arch: str  # x86_64, aarch64, AMD64 (as cibuildwheel and the platform table spell it)
+    tags: frozenset[Tag] = frozenset()
 
     @property
     def platform(self) -> str:
         """The matrix platform the wheel is for: linux-x86_64, linux-aarch64 or windows-amd64."""
         return next(name for name, p in platforms().items() if p.os == self.os and p.cibw_arch == self.arch)
 
+    @property
+    def glibc(self) -> str | None:
+        """The oldest glibc a manylinux tag of the wheel promises to run on ("2_28"); None on Windows."""
+        versions = []
+        for tag in self.tags:
+            match = _MANYLINUX.match(tag.platform)
+            if match:
+                versions.append(match["glibc"] or _LEGACY_GLIBC[match["legacy"]])
+        return min(versions, key=lambda v: tuple(map(int, v.split("_"))), default=None)
+
     @classmethod
     def of(cls, wheel: Path) -> WheelName:
-        name, version, _, tags = parse_wheel_filename(wheel.name)
-        interpreter = sorted(t.interpreter for t in tags)[0]
+        """The name parsed as pip parses it, and refused (BadBytes) unless it is one CPython's wheel for one matrix
+        platform: a cpXY interpreter and its ABI, and platform tags that all name the same OS and machine."""
+        try:
+            name, version, _, tags = parse_wheel_filename(wheel.name)
+        except (InvalidWheelFilename, InvalidVersion) as exc:
+            raise BadBytes(f"{shown(wheel.name)}: not a wheel's file name ({shown(exc)})") from None
+        interpreters = {t.interpreter for t in tags}
+        platforms_of = {platform_of_tag(t.platform) for t in tags}
+        if len(interpreters) != 1 or not re.fullmatch(r"cp3\d+", next(iter(interpreters))):
+            raise BadBytes(f"{shown(wheel.name)}: tagged for {', '.join(sorted(interpreters))}, not one CPython 3")
+        if None in platforms_of or len(platforms_of) != 1:
+            tags_shown = ", ".join(sorted(t.platform for t in tags))
+            raise BadBytes(
+                f"{shown(wheel.name)}: platform {shown(tags_shown)} is not one of the factory's "
+                f"({', '.join(sorted(platforms()))}: manylinux or win_amd64)"
+            )
+        ((os_name, arch),) = platforms_of  # type: ignore[misc]
+        interpreter = next(iter(interpreters))
         platform_tag = sorted({t.platform for t in tags})[-1]
-        windows = platform_tag.startswith("win")
-        arch = "AMD64" if windows else ("aarch64" if platform_tag.endswith("aarch64") else "x86_64")
-        return cls(
-            name, version, f"{interpreter[2]}.{interpreter[3:]}", platform_tag, "windows" if windows else "linux", arch
-        )
+        return cls(name, version, f"{interpreter[2]}.{interpreter[3:]}", platform_tag, os_name, arch, frozenset(tags))
 
 
 def unpack(wheel: Path, into: Path) -> Path:
-    """Extract a wheel (or any zip) keeping its files' permissions."""
-    with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            target = archive.extract(info, into)
-            mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                os.chmod(target, mode | stat.S_IRUSR | stat.S_IWUSR)
+    """Extract a wheel through the archive layer (its limits and refusals), keeping whether files are
+    executable."""
+    archives.unpack(wheel, into)
     return into
 
 
@@ -77,23 +112,31 @@ def pack(tree: Path, out_dir: Path, epoch: int | None = None) -> Path:
 
 
 def members(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as archive:
-        return sorted(info.filename for info in archive.infolist() if not info.is_dir())
+    return sorted(name for name in archives.zip_names(wheel) if not name.endswith("/"))
 
 
 def read_member(wheel: Path, member: str) -> str | None:
     """The text of one file in the wheel, or None when it has no such file."""
-    with zipfile.ZipFile(wheel) as archive:
-        try:
-            return archive.read(member).decode("utf-8")
-        except KeyError:
+    with archives.opened_zip(wheel) as (archive, listed):
+        if member not in {m.name for m in listed}:
             return None
+        return _text(wheel, member, archives.read_member(archive, member))
+
+
+def _text(wheel: Path, member: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadBytes(f"{wheel.name}: {shown(member)} is not UTF-8 text ({exc.reason})") from None
 
 
 def metadata(wheel: Path) -> email.message.Message:
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        return email.parser.Parser().parsestr(archive.read(name).decode("utf-8"))
+    """The wheel's METADATA: of its one `.dist-info` folder at the top."""
+    with archives.opened_zip(wheel) as (archive, listed):
+        found = [m.name for m in listed if re.fullmatch(r"[^/]+\.dist-info/METADATA", m.name)]
+        if len(found) != 1:
+            raise BadBytes(f"{wheel.name}: {len(found)} .dist-info/METADATA files at its top, where a wheel has one")
+        return email.parser.Parser().parsestr(_text(wheel, found[0], archives.read_member(archive, found[0])))
 
 
 def metadata_of(path: Path) -> email.message.Message:
@@ -128,6 +171,7 @@ class Binary:
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports
     fatbin: tuple[DeviceCode, ...] = ()  # what that device code holds
     machine: str = ""  # what its header says it runs on, spelled as WheelName.arch
+    unreadable: str = ""  # why the file could not be read within the readers' bounds (then nothing else is known)
 
     @property
     def module(self) -> str | None:
@@ -158,47 +202,51 @@ def module_name(member: str) -> str | None:
 
 
 def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
-    """The binary at `path` (wheel member `member`) read, or None when it is no binary of the wheel's OS."""
-    if os_name == "linux":
-        if not is_elf(path):
-            return None
-        info = read_elf(path)
+    """The binary at `path` (wheel member `member`) read, or None when it is no binary of the wheel's OS. One
+    that cannot be read within the readers' bounds comes back `unreadable`, for the audit to reject."""
+    if os_name == "linux" and not is_elf(path):
+        return None
+    if os_name == "windows" and path.suffix.lower() not in (".pyd", ".dll"):
+        return None
+    try:
+        if os_name == "linux":
+            info = read_elf(path)
+            return Binary(
+                member,
+                "elf",
+                info.needed,
+                (),
+                info.rpath,
+                info.runpath,
+                info.version_needs,
+                info.device_code,
+                info.python_inits,
+                read_device_code(path, os_name) if info.device_code else (),
+                info.machine,
+            )
+        found = read_pe(path)
         return Binary(
             member,
-            "elf",
-            info.needed,
-            (),
-            info.rpath,
-            info.runpath,
-            info.version_needs,
-            info.device_code,
-            info.python_inits,
-            read_device_code(path, member, "linux") if info.device_code else (),
-            info.machine,
+            "pe",
+            found.imports,
+            found.delay_imports,
+            device_code=found.device_code,
+            python_inits=found.python_inits,
+            fatbin=read_device_code(path, os_name) if found.device_code else (),
+            machine=found.machine,
         )
-    if path.suffix.lower() not in (".pyd", ".dll"):
-        return None
-    found = read_pe(path)
-    return Binary(
-        member,
-        "pe",
-        found.imports,
-        found.delay_imports,
-        device_code=found.device_code,
-        python_inits=found.python_inits,
-        fatbin=read_device_code(path, member, "windows") if found.device_code else (),
-        machine=found.machine,
-    )
+    except BadBytes as exc:
+        return Binary(member, "elf" if os_name == "linux" else "pe", (), unreadable=str(exc))
 
 
-def read_device_code(path: Path, member: str, os_name: OS) -> tuple[DeviceCode, ...]:
+def read_device_code(path: Path, os_name: OS) -> tuple[DeviceCode, ...]:
     """Every entry of the binary's fatbin section(s): read for a wheel's binaries only (NVIDIA's libraries carry
     hundreds of megabytes of it, which nothing here needs)."""
     sections = elf.device_code_sections(path) if os_name == "linux" else pe.device_code_sections(path)
     try:
         return tuple(entry for section in sections for entry in read_fatbin(section))
     except FatbinError as exc:
-        raise ToolFailure(f"{member}: its device code cannot be read — {exc}") from None
+        raise BadBytes(f"its device code cannot be read — {exc}") from None
 
 
 def read_binaries(tree: Path, os_name: OS) -> dict[str, Binary]:

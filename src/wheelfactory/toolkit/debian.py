@@ -16,7 +16,9 @@ from pathlib import Path
 
 from .. import host
 from ..components import DebianRelease, Placement, toolkit_table
-from ..errors import ToolFailure
+from ..errors import ToolFailure, fetched
+from ..untrusted import archives
+from ..untrusted.shown import shown
 
 
 class Unavailable(Exception):
@@ -78,9 +80,9 @@ def download(release: DebianRelease, machine: str, cache: Path) -> dict[str, Pat
     _run(["apt-get", "-q", *options, "update"])
     found = {}
     for package, prefix in release.packages.items():
-        shown = _run(["apt-cache", *options, "show", "--no-all-versions", package])
+        listed = _run(["apt-cache", *options, "show", "--no-all-versions", package])
         version = next(
-            (line.split(":", 1)[1].strip() for line in shown.splitlines() if line.startswith("Version:")), ""
+            (line.split(":", 1)[1].strip() for line in listed.splitlines() if line.startswith("Version:")), ""
         )
         if not version.startswith(prefix):
             raise ToolFailure(
@@ -98,11 +100,15 @@ def extract(deb: Path, placements: tuple[Placement, ...], machine: str, overlay:
     placed = []
     with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as tar_stream:
         assert tar_stream.stdout is not None
-        with tarfile.open(fileobj=tar_stream.stdout, mode="r|") as archive:
+        stream = archives.capped_tar_stream(tar_stream.stdout, deb)
+        with fetched(), tarfile.open(fileobj=stream, mode="r|") as archive:
             for member in archive:
                 placement = next((p for p in placements if p.selects(member.name, multiarch=multiarch)), None)
                 if placement is None or not member.isfile():
                     continue
+                why = archives.member_problem(member.name.removeprefix("./"))
+                if why:
+                    raise ToolFailure(f"{deb.name}: member {shown(member.name)} {why} — the package is refused")
                 source = archive.extractfile(member)
                 assert source is not None
                 target = overlay / placement.to / Path(member.name).name

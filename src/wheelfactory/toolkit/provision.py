@@ -40,11 +40,13 @@ from .. import host
 from ..binaries.pe import def_file
 from ..binaries.wheelfile import WheelName, extras, metadata, unpack
 from ..components import OS, NvccSource, component_table, platforms, toolkit_table
-from ..errors import ToolFailure, UserError
+from ..errors import ToolFailure, UserError, fetched
 from ..plan import Variant
 from ..progress import console, step
 from ..sources import index_urls, project_files
-from . import archives, debian, msvc, redist
+from ..untrusted import archives
+from ..untrusted.cache import reusable, seal
+from . import debian, msvc, redist
 from .runtime_needs import Need, check_needs, read_needs
 
 
@@ -134,6 +136,8 @@ def _download(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[st
             (Path(scratch) / "constraints.txt").write_text("\n".join(pins) + "\n")
             cmd += ["--constraint", str(Path(scratch) / "constraints.txt")]
         result = host.run([*cmd, *reqs], f"downloading {', '.join(reqs)}")
+    # pip checked what it found already there against the index's sha256 and downloaded the rest: sealed now, a
+    # later run that reuses them without pip checks them against this.
     # pip names each file it saved or found already there: that list is what it resolved.
     found = []
     for line in result.stdout.splitlines():
@@ -142,6 +146,8 @@ def _download(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[st
                 found.append(dest / Path(line.strip()[len(marker) :]).name)
     if not found or not all(f.is_file() for f in found):
         raise ToolFailure(f"pip download reported no usable files for {' '.join(reqs)}:\n{result.stdout[-2000:]}")
+    for wheel in set(found):
+        seal(wheel)
     return sorted(set(found))
 
 
@@ -244,10 +250,11 @@ def _overlay_from(source: NvccSource, release: str, os_name: OS, arch: str, plat
     overlay = cache / "nvcc" / f"{release}-{platform}-{source}"
     origin_file = overlay / "origin.json"
     with host.cache_lock(f"nvcc-{overlay.name}"):
-        if not origin_file.is_file():
+        if not reusable(overlay):
             with host.built_aside(overlay) as scratch:
                 detail = _fill_overlay(scratch, source, release, os_name, arch, platform, cache)
                 (scratch / origin_file.name).write_text(json.dumps({"source": source, "detail": detail}, indent=1))
+                seal(scratch)
     return NvccOrigin(source, json.loads(origin_file.read_text())["detail"], overlay)
 
 
@@ -266,7 +273,7 @@ def _fill_overlay(
             item = redist.archive(release_manifest, name, nvidia_platform)
             with step(f"download {item.component} {item.version} ({nvidia_platform}) from {redist.base_url()}"):
                 path = redist.fetch(item, cache)
-            with tempfile.TemporaryDirectory() as unpacked:
+            with tempfile.TemporaryDirectory() as unpacked, fetched():
                 redist.place(archives.unpack(path, Path(unpacked)), by_os[os_name], overlay)
             served.append(f"{item.component} {item.version}")
         return f"NVIDIA redistrib_{settings.redist}.json: {', '.join(served)}"
@@ -539,21 +546,22 @@ def runtime_site(toolkit: Toolkit, wheels: tuple[Path, ...]) -> Path:
     key = hashlib.sha256(json.dumps(sorted(w.name for w in wheels)).encode()).hexdigest()[:12]
     site = toolkit.site.parent / "runtime" / key
     with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
-        if not site.is_dir():
-            with host.built_aside(site) as scratch:
+        if not reusable(site):
+            with host.built_aside(site) as scratch, fetched():
                 for distribution_wheel in wheels:
                     unpack(distribution_wheel, scratch)
+                seal(scratch)
     return site
 
 
-def _needs(toolkit_dir: Path, wheels: list[Path], major: int, os_name: OS) -> list[Need]:
-    """What the toolkit's NVIDIA libraries load at run time, read from them once (cuBLASLt's strings take a
-    second) and kept beside the toolkit."""
-    record = toolkit_dir / "runtime_needs.json"
-    if not record.is_file():
-        found = read_needs(toolkit_dir / "site", wheels, major, os_name)
-        host.write_atomically(record, json.dumps([asdict(need) for need in found], indent=1))
-    return [Need(**need) for need in json.loads(record.read_text())]
+def _listed_wheels(listing: Path) -> list[str]:
+    """The wheel files a toolkit's listing names: plain file names, or none when the listing is not one."""
+    try:
+        names = json.loads(listing.read_text(encoding="utf-8"))["wheels"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    ok = isinstance(names, list) and all(isinstance(n, str) and archives.member_problem(n) is None for n in names)
+    return names if ok and all("/" not in n for n in names) else []
 
 
 def compiler_cache(os_name: OS, arch: str) -> Path | None:
@@ -563,12 +571,13 @@ def compiler_cache(os_name: OS, arch: str) -> Path | None:
     tool = toolkit_table().compiler_cache
     home = host.cache_dir() / "tools" / f"{tool.distribution}-{tool.version}-{os_name}-{arch}"
     executable = home / tool.executable
-    if not executable.is_file():
-        with tempfile.TemporaryDirectory() as scratch, step(f"download {tool.distribution} {tool.version}"):
+    if not reusable(executable):
+        with tempfile.TemporaryDirectory() as scratch, step(f"download {tool.distribution} {tool.version}"), fetched():
             (wheel,) = _download([f"{tool.distribution}=={tool.version}"], os_name, arch, Path(scratch))
             found = next(unpack(wheel, Path(scratch) / "tree").glob(f"*.data/scripts/{tool.executable}"))
             home.mkdir(parents=True, exist_ok=True)
             host.place(found, executable, mode=0o755)
+            seal(executable)
     return executable
 
 
@@ -600,8 +609,10 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
     downloaded = False
     wheels: list[Path] = []
     if listing.is_file():
-        wheels = [wheel_dir / name for name in json.loads(listing.read_text())["wheels"]]
-    if not wheels or not all(w.is_file() for w in wheels):
+        wheels = [wheel_dir / name for name in _listed_wheels(listing)]
+    # Each wheel is checked against the sha256 recorded when it was downloaded: pip, asked again, re-downloads a
+    # dropped one (and checks a reused one against the index's hash itself).
+    if not wheels or not all(reusable(w) for w in wheels):
         names = ", ".join(r.split("=")[0].rstrip("<>!~") for r in reqs)
         # One pip at a time writes into the shared wheel folder.
         with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
@@ -615,9 +626,9 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
     toolkit_dir = root / "toolkits" / f"cuda{release}-{os_name}-{arch}-{origin.source}-{key}"
     site, prefix = toolkit_dir / "site", toolkit_dir / "prefix"
     record = toolkit_dir / "toolkit.json"
-    if not record.is_file():
+    if not reusable(toolkit_dir):
         with host.built_aside(toolkit_dir) as scratch:  # under the toolkit's lock
-            with step(f"lay out the CUDA {release} toolkit ({origin.source} nvcc) in {toolkit_dir}"):
+            with step(f"lay out the CUDA {release} toolkit ({origin.source} nvcc) in {toolkit_dir}"), fetched():
                 for wheel in wheels:
                     unpack(wheel, scratch / "site")
                 _lay_out_prefix(variant, os_name, scratch / "site", scratch / "prefix", origin)
@@ -629,8 +640,12 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
             (scratch / "toolkit.json").write_text(
                 json.dumps({"nvcc_version": found or "(not run on this host)", "driver_stub": stub}, indent=1)
             )
+            needs = read_needs(scratch / "site", wheels, variant.major, os_name)
+            (scratch / "runtime_needs.json").write_text(json.dumps([asdict(need) for need in needs], indent=1))
+            seal(scratch)
     facts = json.loads(record.read_text())
-    check_needs(_needs(toolkit_dir, wheels, variant.major, os_name), variant.major, os_name)
+    needs = [Need(**need) for need in json.loads((toolkit_dir / "runtime_needs.json").read_text())]
+    check_needs(needs, variant.major, os_name)
     console.print(f"CUDA {release}: nvcc {facts['nvcc_version']} ({origin.detail})")
     return Toolkit(
         variant.major,

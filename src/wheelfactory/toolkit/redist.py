@@ -17,8 +17,9 @@ from pathlib import Path, PurePosixPath
 
 from .. import host
 from ..components import Placement, toolkit_table
-from ..errors import ToolFailure
-from . import archives
+from ..errors import BadBytes, ToolFailure, fetched
+from ..untrusted import archives
+from ..untrusted.shown import shown
 
 
 class Unreachable(Exception):
@@ -45,40 +46,50 @@ def manifest(release: str, cache: Path) -> dict[str, object]:
     cached = cache / "redist" / name
     if not cached.is_file():
         try:
-            with urllib.request.urlopen(base_url() + name, timeout=archives.TIMEOUT_S) as response:
-                body = response.read()
+            body, _ = archives.read_page(base_url() + name)
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise Unreachable(f"{base_url()}{name}: {reason}") from None
+            raise Unreachable(f"{base_url()}{name}: {shown(reason)}") from None
+        except BadBytes as exc:
+            raise Unreachable(str(exc)) from None
         try:
             json.loads(body)
         except ValueError as exc:
-            raise Unreachable(f"{base_url()}{name} is not a manifest ({exc})") from None
+            raise Unreachable(f"{base_url()}{name} is not a manifest ({shown(exc)})") from None
         host.write_atomically(cached, body)
-    loaded: dict[str, object] = json.loads(cached.read_bytes())
+    try:
+        loaded = json.loads(cached.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        cached.unlink()
+        raise ToolFailure(f"{cached}: a cached manifest that is no JSON ({shown(exc)}) — deleted; run again") from None
+    if not isinstance(loaded, dict):
+        cached.unlink()
+        raise ToolFailure(f"{cached}: a cached manifest that is no JSON object — deleted; run again")
     return loaded
 
 
 def archive(release_manifest: dict[str, object], component: str, platform: str) -> Archive:
     entry = release_manifest.get(component)
     if not isinstance(entry, dict) or not isinstance(entry.get(platform), dict):
-        label = release_manifest.get("release_label", "?")
+        label = shown(release_manifest.get("release_label", "?"))
         raise ToolFailure(f"NVIDIA's redistrib_{label}.json has no {component} archive for {platform}")
     files = entry[platform]
-    return Archive(
-        component,
-        str(entry["version"]),
-        str(files["relative_path"]),
-        str(files["sha256"]),
-        base_url() + str(files["relative_path"]),
-    )
+    fields = {key: files.get(key) for key in ("relative_path", "sha256")}
+    if not all(isinstance(value, str) for value in fields.values()) or not isinstance(entry.get("version"), str):
+        raise ToolFailure(f"NVIDIA's manifest entry for {component} on {platform} lacks its version, path or sha256")
+    relative = str(fields["relative_path"])
+    why = archives.member_problem(relative)
+    if why:
+        raise ToolFailure(f"NVIDIA's manifest names the archive {shown(relative)}, which {why}")
+    return Archive(component, str(entry["version"]), relative, str(fields["sha256"]), base_url() + relative)
 
 
 def fetch(item: Archive, cache: Path) -> Path:
     """The archive, downloaded once into the cache and checked against the manifest's sha256 every time."""
     target = cache / "redist" / PurePosixPath(item.relative_path)
     if not target.is_file():
-        archives.download(item.url, target)
+        with fetched():
+            archives.download(item.url, target)
     actual = archives.sha256(target)
     if actual != item.sha256:
         target.unlink()

@@ -1,0 +1,109 @@
+"""The cache is read back, not trusted: what the factory puts there is sealed when written — a file's sha256 in
+a `.sha256` file beside it, a folder's every file, link and folder in its `.sealed.json` — and checked against
+the seal whenever it is reused. An entry that no longer matches (a truncated download, a file changed or added
+by hand, a disk error) is dropped and made again by its owner; one that cannot be dropped stops the run with the
+entry named and how to clear it.
+
+A folder is checked once a process (a build reuses its toolkit for every Python): the first reuse hashes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ..errors import ToolFailure
+from .shown import shown
+
+SEAL = ".sealed.json"
+_checked: set[tuple[str, int]] = set()  # (folder, its seal's mtime) found intact in this process
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _listing(folder: Path) -> dict[str, list[object]]:
+    """Every entry under `folder` but the seal: a file's size and sha256, a link's target, a folder."""
+    found: dict[str, list[object]] = {}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if name == SEAL:
+            continue
+        if path.is_symlink():
+            found[name] = ["link", os.readlink(path)]
+        elif path.is_dir():
+            found[name] = ["dir"]
+        else:
+            found[name] = ["file", path.stat().st_size, _digest(path)]
+    return found
+
+
+def seal(entry: Path) -> None:
+    """Record what a complete cache entry (a file or a folder) holds, for `intact` to check on reuse."""
+    if entry.is_dir():
+        (entry / SEAL).write_text(json.dumps(_listing(entry), indent=0), encoding="utf-8")
+    else:
+        entry.with_name(entry.name + ".sha256").write_text(_digest(entry), encoding="utf-8")
+
+
+def intact(entry: Path) -> str | None:
+    """None when the entry still holds what its seal says; else what differs (the first difference found), or
+    that it has no seal (written by an older factory, or never finished)."""
+    if entry.is_dir():
+        sealed = entry / SEAL
+        if not sealed.is_file():
+            return "it has no seal"
+        key = (str(entry), sealed.stat().st_mtime_ns)
+        if key in _checked:
+            return None
+        try:
+            recorded = json.loads(sealed.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            return "its seal cannot be read"
+        found = _listing(entry)
+        if found != recorded:
+            differs = sorted(set(found) ^ set(recorded)) or sorted(k for k in found if found[k] != recorded.get(k))
+            return f"{shown(differs[0])} differs from what was written"
+        _checked.add(key)
+        return None
+    recorded_file = entry.with_name(entry.name + ".sha256")
+    if not entry.is_file() or not recorded_file.is_file():
+        return "it has no seal"
+    return None if recorded_file.read_text(encoding="utf-8").strip() == _digest(entry) else "its sha256 differs"
+
+
+def drop(entry: Path, why: str) -> None:
+    """Remove an entry that failed its check, so its owner makes it again; stop (exit 3) if it cannot be removed."""
+    from ..progress import console
+
+    console.print(f"cache: {shown(str(entry))}: {why} — dropped, to be made again", markup=False)
+    try:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink(missing_ok=True)
+            entry.with_name(entry.name + ".sha256").unlink(missing_ok=True)
+    except OSError as exc:
+        raise ToolFailure(
+            f"the cache entry {shown(str(entry))} does not match what was written ({why}) and cannot be removed "
+            f"({shown(exc)}) — delete it by hand (rm -rf), or point WHEELFACTORY_CACHE elsewhere"
+        ) from None
+
+
+def reusable(entry: Path) -> bool:
+    """Whether a cache entry exists and matches its seal; one that exists but does not is dropped."""
+    if not (entry.is_dir() or entry.is_file()):
+        return False
+    why = intact(entry)
+    if why is None:
+        return True
+    drop(entry, why)
+    return False

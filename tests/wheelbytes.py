@@ -1,0 +1,47 @@
+"""Wheels written byte by byte in a test: a sound one (WHEEL, METADATA and RECORD as pip writes them), and the
+same with one thing broken, for the gates and readers to refuse."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+
+
+def record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def wheel_files(
+    file_name: str, files: dict[str, bytes] | None = None, *, metadata: str = "", wheel: str = ""
+) -> dict[str, bytes]:
+    """The members of a sound wheel called `file_name` holding `files`: its .dist-info with METADATA (the name's
+    Name and Version, plus `metadata` lines), WHEEL (the name's tags, or `wheel` as given) and a true RECORD."""
+    name, version, _, tags = parse_wheel_filename(file_name)
+    info = f"{file_name.split('-')[0]}-{version}.dist-info"
+    members = dict(files or {})
+    members[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{metadata}".encode()
+    tag_lines = "".join(f"Tag: {tag}\n" for tag in sorted(str(t) for t in tags))
+    members[f"{info}/WHEEL"] = (
+        wheel or f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n{tag_lines}"
+    ).encode()
+    record = [record_line(member, data) for member, data in members.items()] + [f"{info}/RECORD,,"]
+    members[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    return members
+
+
+def write_zip(path: Path, members: dict[str, bytes] | list[tuple[str, bytes]]) -> Path:
+    """A zip of exactly these members, in this order (a list may name one twice)."""
+    items = members.items() if isinstance(members, dict) else members
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in items:
+            archive.writestr(member, data)
+    return path
+
+
+def make_wheel(directory: Path, file_name: str, files: dict[str, bytes] | None = None, **options: str) -> Path:
+    return write_zip(directory / file_name, wheel_files(file_name, files, **options))
