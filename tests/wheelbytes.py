@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -37,7 +38,8 @@ def wheel_files(
 def write_zip(path: Path, members: dict[str, bytes] | list[tuple[str, bytes]]) -> Path:
     """A zip of exactly these members, in this order (a list may name one twice)."""
     items = members.items() if isinstance(members, dict) else members
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "Duplicate name": what some cases are for
         for member, data in items:
             archive.writestr(member, data)
     return path

@@ -165,8 +165,8 @@ class _Elf:
         if claimed > MAX_INFLATED:
             raise self.refused(f"section {shown(section.name)} inflates to {claimed >> 20} MiB, past the bound")
         inflater = zlib.decompressobj()
-        try:
-            inflated = inflater.decompress(bytes(raw[header.size :]), MAX_INFLATED + 1)
+        try:  # never more than it claims, plus one byte to catch the lie
+            inflated = inflater.decompress(bytes(raw[header.size :]), claimed + 1)
         except zlib.error as exc:
             raise self.refused(f"section {shown(section.name)} does not inflate ({shown(exc)})") from None
         if len(inflated) != claimed or inflater.unconsumed_tail:

@@ -97,13 +97,13 @@ def download(url: str, target: Path, limit: int = MAX_DOWNLOAD_BYTES) -> Path:
     return Path(partial.name).replace(target)
 
 
-def read_page(request: urllib.request.Request | str, limit: int = MAX_PAGE_BYTES) -> tuple[bytes, str]:
-    """An index page or manifest, whole, and its content type: at most `limit` bytes within PAGE_DEADLINE_S.
+def read_page(request: urllib.request.Request | str) -> tuple[bytes, str]:
+    """An index page or manifest, whole, and its content type: at most MAX_PAGE_BYTES within PAGE_DEADLINE_S.
     urllib's errors pass through for the caller to name (a 404 means "not on this index")."""
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
         body = io.BytesIO()
         url = request.full_url if isinstance(request, urllib.request.Request) else request
-        _read_bounded(response, shown(url), limit, PAGE_DEADLINE_S, body)
+        _read_bounded(response, shown(url), MAX_PAGE_BYTES, PAGE_DEADLINE_S, body)
         return body.getvalue(), response.headers.get_content_type()
 
 
@@ -394,7 +394,9 @@ def _check_links(archive: Path, into: Path) -> None:
     for path in sorted(root.rglob("*")):
         if path.is_symlink() and not Path(os.path.realpath(path)).is_relative_to(root):
             raise _refused(
-                archive, path.relative_to(root).as_posix(), f"links to {shown(os.readlink(path), quoted=True)}, outside the folder"
+                archive,
+                path.relative_to(root).as_posix(),
+                f"links to {shown(os.readlink(path), quoted=True)}, outside the folder",
             )
 
 
