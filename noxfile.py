@@ -147,10 +147,18 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff, mypy, zizmor and the GitHub workflow schema."""
     _engine(session, "build", "lint")
-    session.run("ruff", "check", "src", "tests", "noxfile.py", "bench", "scripts")
-    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench", "scripts")
+    session.run("ruff", "check", "src", "tests", "noxfile.py", "bench", "scripts", "fuzz")
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "bench", "scripts", "fuzz")
     session.run("mypy")
     session.run("zizmor", "--offline", ".github/workflows")
     workflows = sorted(str(p) for p in Path(".github/workflows").glob("*.yml"))
     session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
     session.run("check-jsonschema", "--builtin-schema", "vendor.dependabot", ".github/dependabot.yml")
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Fuzz every reader of untrusted bytes, coverage-guided (atheris): `-- --seconds 60 --reader elf`. Findings
+    land in tests/fuzz_cases/, which the tests replay."""
+    _engine(session, "test")
+    session.run("python", "-m", "fuzz", *session.posargs)

@@ -265,6 +265,15 @@ def _bomb_wheel(path: Path) -> Path:
     return path
 
 
+def _corrupt_deflate(wheel: Path) -> Path:
+    """A member whose deflate stream is damaged in the middle (zlib.error when it is read)."""
+    data = bytearray(wheel.read_bytes())
+    at = data.find(b"pkg/a.py") + len("pkg/a.py") + 2
+    data[at : at + 4] = b"\xff\xff\xff\xff"
+    wheel.write_bytes(bytes(data))
+    return wheel
+
+
 HOSTILE_ZIPS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "dotdot-member": (lambda p: make_wheel(p.parent, p.name, {"../evil.py": b"x"}), "'../evil.py' would land outside"),
     "absolute-member": (lambda p: make_wheel(p.parent, p.name, {"/etc/evil": b"x"}), "'/etc/evil' would land outside"),
@@ -275,6 +284,10 @@ HOSTILE_ZIPS: dict[str, tuple[Callable[[Path], Path], str]] = {
     ),
     "overlapping-members": (_overlapping_zip, "shares its bytes with"),
     "bomb": (_bomb_wheel, "unpacks to 200 MiB from 0.2 MiB"),
+    "corrupt-deflate-stream": (
+        lambda p: _corrupt_deflate(make_wheel(p.parent, p.name, {"pkg/a.py": b"a" * 4096})),
+        "not a readable zip",
+    ),
     "not-a-zip": (lambda p: _file(p.parent, p.name, b"PK\x03\x04 but nothing else"), "not a readable zip"),
     "truncated": (lambda p: _file(p.parent, p.name, make_wheel(p.parent, p.name).read_bytes()[:-40]), "not a readable"),
 }

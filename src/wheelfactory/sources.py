@@ -101,11 +101,20 @@ def project_files(index: str, project: str) -> list[tuple[str, str]]:
         raise ToolFailure(f"cannot read {shown(page)}: {shown(exc.reason)}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ToolFailure(f"cannot read {shown(page)}: {shown(getattr(exc, 'reason', exc))}") from None
+    return parse_project_page(page, body, kind)
+
+
+def parse_project_page(page: str, body: bytes, kind: str) -> list[tuple[str, str]]:
+    """(file name, absolute URL) of each file a project page lists: PEP 691 JSON, else PEP 503 HTML. A page that
+    is not the format it says is refused (ToolFailure naming the page)."""
     if kind == "application/vnd.pypi.simple.v1+json":
         files = _json_files(page, body)
     else:
         parser = _Links()
-        parser.feed(body.decode("utf-8", errors="replace"))
+        try:
+            parser.feed(body.decode("utf-8", errors="replace"))
+        except AssertionError as exc:  # html.parser's way of refusing some malformed markup (`<![` …)
+            raise ToolFailure(f"{shown(page)}: not an HTML project page ({shown(exc)}) — refused") from None
         urls = [urljoin(page, urldefrag(href)[0]) for href in parser.links]
         # Links that name no file (a folder, another page) are passed over, as pip passes them.
         files = [

@@ -18,6 +18,7 @@ from .. import host
 from ..components import DebianRelease, Placement, toolkit_table
 from ..errors import ToolFailure, fetched
 from ..untrusted import archives
+from ..untrusted.cache import reusable, seal
 from ..untrusted.shown import shown
 
 
@@ -68,7 +69,7 @@ def download(release: DebianRelease, machine: str, cache: Path) -> dict[str, Pat
     wanted = {
         package: sorted(debs.glob(f"{package}_{prefix}*_{arch}.deb")) for package, prefix in release.packages.items()
     }
-    if all(wanted.values()):
+    if all(wanted.values()) and all(reusable(files[-1]) for files in wanted.values()):
         return {package: files[-1] for package, files in wanted.items()}
     for directory in (root / "lists" / "partial", root / "cache" / "archives" / "partial", debs):
         directory.mkdir(parents=True, exist_ok=True)
@@ -91,6 +92,7 @@ def download(release: DebianRelease, machine: str, cache: Path) -> dict[str, Pat
             )
         _run(["apt-get", "-q", *options, "download", f"{package}={version}"], cwd=debs)
         found[package] = next(iter(sorted(debs.glob(f"{package}_*_{arch}.deb"))))
+        seal(found[package])  # apt checked it against Debian's signed index; later runs check it against this
     return found
 
 

@@ -336,29 +336,44 @@ def _tar_member(archive: Path, member: tarfile.TarInfo) -> _Member:
 
 def unpack(archive: Path, into: Path) -> Path:
     """Unpack a zip (a wheel, a .zip) or a tar archive (any compression) into `into`, or refuse it whole
-    (BadBytes naming the archive and the member) before anything lands: a member outside the folder, given twice,
-    a hard link, a device, a symbolic link that leads (through any chain of links) outside it, a truncated or
-    corrupt stream, or more unpacked bytes than MAX_UNPACKED_BYTES or MAX_RATIO allow. Files keep whether they
-    are executable. Returns the archive's one top folder, as NVIDIA's archives and sdists have, else `into`."""
+    (BadBytes naming the archive and the member): a member outside the folder, given twice, a hard link, a device,
+    a symbolic link that leads (through any chain of links) outside it, a truncated or corrupt stream, or more
+    unpacked bytes than MAX_UNPACKED_BYTES or MAX_RATIO allow. What the listing shows is refused before anything
+    lands; what shows only as the bytes are read (a damaged stream) takes back what this call wrote. Files keep
+    whether they are executable. Returns the archive's one top folder, as NVIDIA's archives and sdists have, else
+    `into`."""
     into.mkdir(parents=True, exist_ok=True)
-    if zipfile.is_zipfile(archive) or archive.suffix in (".whl", ".zip"):
-        with opened_zip(archive) as (z, members):
-            _write(archive, into, members, lambda name: z.open(name))
-    else:
-        try:
-            with _decompressed(archive) as stream, tarfile.open(fileobj=_capped(stream, archive), mode="r:") as t:
-                found = t.getmembers()  # reads the whole stream, capped: a truncated one fails here
-                members = [_tar_member(archive, m) for m in found]
-                _check(archive, members)
-                by_name = {m.name: m for m in found}
-                _write(archive, into, members, lambda name: _extracted(t, by_name[name]))
-        except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
-            raise BadBytes(
-                f"{archive.name}: cannot be read whole ({shown(exc)}) — the archive is corrupt or truncated"
-            ) from None
-    _check_links(archive, into)
+    written: list[Path] = []
+    try:
+        _unpack(archive, into, written)
+        _check_links(archive, into)
+    except BadBytes:
+        for path in reversed(written):
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+        raise
     tops = list(into.iterdir())
     return tops[0] if len(tops) == 1 and tops[0].is_dir() else into
+
+
+def _unpack(archive: Path, into: Path, written: list[Path]) -> None:
+    with archive.open("rb") as f:
+        magic = f.read(4)
+    if magic == _LOCAL_MAGIC or archive.suffix in (".whl", ".zip"):
+        with opened_zip(archive) as (z, members):
+            _write(archive, into, members, lambda name: z.open(name), written)
+        return
+    try:
+        with _decompressed(archive) as stream, tarfile.open(fileobj=_capped(stream, archive), mode="r:") as t:
+            found = t.getmembers()  # reads the whole stream, capped: a truncated one fails here
+            members = [_tar_member(archive, m) for m in found]
+            _check(archive, members)
+            by_name = {m.name: m for m in found}
+            _write(archive, into, members, lambda name: _extracted(t, by_name[name]), written)
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
+        raise BadBytes(
+            f"{archive.name}: cannot be read whole ({shown(exc)}) — the archive is corrupt or truncated"
+        ) from None
 
 
 def _extracted(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
@@ -367,8 +382,11 @@ def _extracted(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
     return stream
 
 
-def _write(archive: Path, into: Path, members: list[_Member], open_member: Callable[[str], IO[bytes]]) -> None:
-    """Folders and files first, links last: no file is ever written through a link of the archive's own."""
+def _write(
+    archive: Path, into: Path, members: list[_Member], open_member: Callable[[str], IO[bytes]], written: list[Path]
+) -> None:
+    """Folders and files first, links last: no file is ever written through a link of the archive's own. Each
+    file and link is noted in `written` before it is made."""
     root = Path(os.path.realpath(into))
     for member in members:
         path = root / PurePosixPath(member.name)
@@ -376,6 +394,7 @@ def _write(archive: Path, into: Path, members: list[_Member], open_member: Calla
             path.mkdir(parents=True, exist_ok=True)
         elif member.kind == "file":
             path.parent.mkdir(parents=True, exist_ok=True)
+            written.append(path)
             with open_member(member.name) as source, path.open("wb") as target:
                 shutil.copyfileobj(source, target)
             path.chmod(member.mode | stat.S_IRUSR | stat.S_IWUSR)
@@ -385,6 +404,7 @@ def _write(archive: Path, into: Path, members: list[_Member], open_member: Calla
             path.parent.mkdir(parents=True, exist_ok=True)
             if Path(os.path.realpath(path.parent)) != path.parent:  # a folder of it is a link: refuse below
                 raise _refused(archive, member.name, "goes through a link of the archive")
+            written.append(path)
             path.symlink_to(member.target)
 
 

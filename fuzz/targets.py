@@ -1,0 +1,93 @@
+"""One fuzz target a reader: the bytes go to the reader as a file or in memory, and the reader may only take them
+or refuse them with the factory's own error (BadBytes; ToolFailure for a fetched index page). Anything else it
+raises is a finding, and so is an input that takes over a second or 256 MiB (libFuzzer's -timeout and
+-rss_limit_mb, set by the driver)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from wheelfactory.binaries import elf, pe
+from wheelfactory.binaries.fatbin import read_fatbin
+from wheelfactory.binaries.wheelcheck import check_wheel
+from wheelfactory.errors import BadBytes, ToolFailure
+from wheelfactory.sources import parse_project_page
+from wheelfactory.untrusted import archives
+
+SCRATCH = Path(tempfile.mkdtemp(prefix="wheelfactory-fuzz-"))
+WHEEL_NAME = "pkg_cuda12x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+
+
+def _as_file(data: bytes, name: str) -> Path:
+    path = SCRATCH / name
+    path.write_bytes(data)
+    return path
+
+
+def wheel(data: bytes) -> None:
+    """A wheel: checked as the gate checks it, and unpacked."""
+    path = _as_file(data, WHEEL_NAME)
+    check_wheel(path)
+    into = SCRATCH / "unpacked"
+    try:
+        archives.unpack(path, into)
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def tar(data: bytes) -> None:
+    """An sdist or NVIDIA archive: unpacked."""
+    path = _as_file(data, "pkg-1.0.tar.gz")
+    into = SCRATCH / "unpacked"
+    try:
+        archives.unpack(path, into)
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def elf_file(data: bytes) -> None:
+    """An ELF binary: what the audit reads, what provisioning reads of NVIDIA's libraries, and its fatbin."""
+    path = _as_file(data, "mod.so")
+    elf.read_elf(path)
+    elf.named_libraries(path)
+    for section in elf.device_code_sections(path):
+        read_fatbin(section)
+
+
+def fatbin(data: bytes) -> None:
+    read_fatbin(data)
+
+
+def pe_file(data: bytes) -> None:
+    path = _as_file(data, "mod.pyd")
+    pe.read_pe(path)
+    pe.named_dlls(path)
+    for section in pe.device_code_sections(path):
+        read_fatbin(section)
+
+
+def index_page(data: bytes) -> None:
+    """A package index's project page: the first byte picks JSON (PEP 691) or HTML (PEP 503)."""
+    kind = "application/vnd.pypi.simple.v1+json" if data[:1] in (b"{", b"[") else "text/html"
+    parse_project_page("https://index.invalid/simple/pkg/", data, kind)
+
+
+TARGETS: dict[str, tuple[Callable[[bytes], None], tuple[type[Exception], ...]]] = {
+    "wheel": (wheel, (BadBytes,)),
+    "tar": (tar, (BadBytes,)),
+    "elf": (elf_file, (BadBytes,)),
+    "fatbin": (fatbin, (BadBytes,)),
+    "pe": (pe_file, (BadBytes,)),
+    "index": (index_page, (ToolFailure,)),
+}
+
+
+def run(reader: str, data: bytes) -> None:
+    """One input through one reader: its own errors are answers, anything else propagates (a finding)."""
+    target, allowed = TARGETS[reader]
+    with contextlib.suppress(*allowed):
+        target(data)
