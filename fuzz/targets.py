@@ -28,25 +28,24 @@ def _as_file(data: bytes, name: str) -> Path:
     return path
 
 
+def _unpacked(path: Path) -> None:
+    into = SCRATCH / "unpacked"
+    try:
+        archives.unpack(path, into)
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
 def wheel(data: bytes) -> None:
     """A wheel: checked as the gate checks it, and unpacked."""
     path = _as_file(data, WHEEL_NAME)
     check_wheel(path)
-    into = SCRATCH / "unpacked"
-    try:
-        archives.unpack(path, into)
-    finally:
-        shutil.rmtree(into, ignore_errors=True)
+    _unpacked(path)
 
 
 def tar(data: bytes) -> None:
     """An sdist or NVIDIA archive: unpacked."""
-    path = _as_file(data, "pkg-1.0.tar.gz")
-    into = SCRATCH / "unpacked"
-    try:
-        archives.unpack(path, into)
-    finally:
-        shutil.rmtree(into, ignore_errors=True)
+    _unpacked(_as_file(data, "pkg-1.0.tar.gz"))
 
 
 def elf_file(data: bytes) -> None:

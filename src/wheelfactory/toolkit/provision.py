@@ -544,7 +544,8 @@ def nvidia_wheels(wheel: Path, versions: NvidiaVersions) -> tuple[Path, ...]:
 def runtime_site(toolkit: Toolkit, wheels: tuple[Path, ...]) -> Path:
     """NVIDIA's `wheels` unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
     key = hashlib.sha256(json.dumps(sorted(w.name for w in wheels)).encode()).hexdigest()[:12]
-    site = toolkit.site.parent / "runtime" / key
+    # Beside the toolkits, not inside one: a toolkit's folder is sealed as it was laid out.
+    site = host.cache_dir() / "runtime" / f"{toolkit.site.parent.name}-{key}"
     with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
         if not reusable(site):
             with host.built_aside(site) as scratch, fetched():

@@ -4,30 +4,22 @@ the seal whenever it is reused. An entry that no longer matches (a truncated dow
 by hand, a disk error) is dropped and made again by its owner; one that cannot be dropped stops the run with the
 entry named and how to clear it.
 
-A folder is checked once a process (a build reuses its toolkit for every Python): the first reuse hashes it.
+An entry is checked once a process (a build reuses its toolkit for every Python): the first reuse hashes it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 
 from ..errors import ToolFailure
+from .archives import sha256
 from .shown import shown
 
 SEAL = ".sealed.json"
-_checked: set[tuple[str, int]] = set()  # (folder, its seal's mtime) found intact in this process
-
-
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+_checked: set[tuple[str, int]] = set()  # (entry, its seal's mtime) found intact in this process
 
 
 def _listing(folder: Path) -> dict[str, list[object]]:
@@ -42,7 +34,7 @@ def _listing(folder: Path) -> dict[str, list[object]]:
         elif path.is_dir():
             found[name] = ["dir"]
         else:
-            found[name] = ["file", path.stat().st_size, _digest(path)]
+            found[name] = ["file", path.stat().st_size, sha256(path)]
     return found
 
 
@@ -51,7 +43,7 @@ def seal(entry: Path) -> None:
     if entry.is_dir():
         (entry / SEAL).write_text(json.dumps(_listing(entry), indent=0), encoding="utf-8")
     else:
-        entry.with_name(entry.name + ".sha256").write_text(_digest(entry), encoding="utf-8")
+        entry.with_name(entry.name + ".sha256").write_text(sha256(entry), encoding="utf-8")
 
 
 def intact(entry: Path) -> str | None:
@@ -77,7 +69,14 @@ def intact(entry: Path) -> str | None:
     recorded_file = entry.with_name(entry.name + ".sha256")
     if not entry.is_file() or not recorded_file.is_file():
         return "it has no seal"
-    return None if recorded_file.read_text(encoding="utf-8").strip() == _digest(entry) else "its sha256 differs"
+    stat = entry.stat()
+    key = (f"{entry}:{stat.st_size}:{stat.st_mtime_ns}", recorded_file.stat().st_mtime_ns)
+    if key in _checked:
+        return None
+    if recorded_file.read_text(encoding="utf-8").strip() != sha256(entry):
+        return "its sha256 differs"
+    _checked.add(key)
+    return None
 
 
 def drop(entry: Path, why: str) -> None:
