@@ -32,6 +32,7 @@ from auditwheel.policy import Libc, Policy, WheelPolicies
 from packaging.version import Version
 
 from .binaries.fatbin import DeviceCode
+from .binaries.wheelcheck import check_wheel
 from .binaries.wheelfile import Binary, members, read_member
 from .built import BuiltWheel
 from .components import OS, component_table, toolkit_table
@@ -362,10 +363,11 @@ def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: st
 
 
 def audit_wheel(built: BuiltWheel) -> WheelAudit:
-    """Check the wheel and every binary the repair read against the recipe's policy."""
+    """Check the wheel as pip and PyPI would (its own wheels are read back, not trusted), and every binary the
+    repair read against the recipe's policy."""
     variant, name = built.variant, built.name
     size = built.path.stat().st_size
-    problems: list[str] = []
+    problems: list[str] = [p.removeprefix(f"{built.path.name}: ") for p in check_wheel(built.path)[1]]
     if size > variant.recipe.size_limit_mb * MIB:
         problems.append(f"wheel is {size / MIB:.1f} MiB, over the {variant.recipe.size_limit_mb} MiB limit")
     policy = _policy(name.platform_tag) if name.os == "linux" else None

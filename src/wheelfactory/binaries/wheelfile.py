@@ -29,8 +29,7 @@ from .pe import read_pe
 
 # The platform tags a wheel of a matrix platform may carry: manylinux (PEP 600 and its legacy aliases) for Linux,
 # win_amd64 for Windows. Anything else (macOS, musllinux, linux_x86_64, another machine) is no wheel of ours.
-_MANYLINUX = re.compile(r"^manylinux(?:_(?P<glibc>\d+_\d+)|(?P<legacy>1|2010|2014))_(?P<arch>x86_64|aarch64)$")
-_LEGACY_GLIBC = {"1": "2_5", "2010": "2_12", "2014": "2_17"}
+_MANYLINUX = re.compile(r"^manylinux(?:_\d+_\d+|1|2010|2014)_(?P<arch>x86_64|aarch64)$")
 
 
 def platform_of_tag(tag: str) -> tuple[OS, str] | None:
@@ -58,16 +57,6 @@ class WheelName:
     def platform(self) -> str:
         """The matrix platform the wheel is for: linux-x86_64, linux-aarch64 or windows-amd64."""
         return next(name for name, p in platforms().items() if p.os == self.os and p.cibw_arch == self.arch)
-
-    @property
-    def glibc(self) -> str | None:
-        """The oldest glibc a manylinux tag of the wheel promises to run on ("2_28"); None on Windows."""
-        versions = []
-        for tag in self.tags:
-            match = _MANYLINUX.match(tag.platform)
-            if match:
-                versions.append(match["glibc"] or _LEGACY_GLIBC[match["legacy"]])
-        return min(versions, key=lambda v: tuple(map(int, v.split("_"))), default=None)
 
     @classmethod
     def of(cls, wheel: Path) -> WheelName:
