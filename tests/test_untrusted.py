@@ -10,6 +10,7 @@ import contextlib
 import http.server
 import io
 import json
+import os
 import struct
 import threading
 import time
@@ -401,6 +402,11 @@ GATE_CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
 
 def test_the_gate_passes_a_sound_wheel(tmp_path: Path) -> None:
     assert verify([JOB], [_sound(tmp_path)]) == []
+
+
+def test_the_gate_holds_each_wheel_to_its_size_limit(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, WHEEL, {"cuprobe/data.bin": os.urandom(3 << 19)}, metadata=DESCRIBED)
+    assert verify([{**JOB, "size_limit_mb": 1}], [wheel]) == [f"{WHEEL}: 1.5 MiB, over its 1 MiB limit"]
 
 
 @pytest.mark.parametrize("case", sorted(GATE_CASES))
