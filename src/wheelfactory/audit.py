@@ -367,7 +367,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     repair read against the recipe's policy."""
     variant, name = built.variant, built.name
     size = built.path.stat().st_size
-    problems: list[str] = [p.removeprefix(f"{built.path.name}: ") for p in check_wheel(built.path)[1]]
+    problems: list[str] = [p.removeprefix(f"{shown(built.path.name)}: ") for p in check_wheel(built.path)[1]]
     if size > variant.recipe.size_limit_mb * MIB:
         problems.append(f"wheel is {size / MIB:.1f} MiB, over the {variant.recipe.size_limit_mb} MiB limit")
     policy = _policy(name.platform_tag) if name.os == "linux" else None

@@ -96,7 +96,7 @@ class _Elf:
             self._by_name.setdefault(section.name, section)
 
     def refused(self, why: str) -> BadBytes:
-        return BadBytes(f"{self.label}: {why}")
+        return BadBytes(f"{shown(self.label)}: {why}")
 
     def _section_table(self, offset: int, entry_size: int, count: int, names_at: int) -> list[_Section]:
         if offset == 0:
@@ -194,11 +194,11 @@ def _opened(path: Path) -> Iterator[_Elf]:
     try:
         with path.open("rb") as f:
             if path.stat().st_size == 0:
-                raise BadBytes(f"{path.name}: an empty file")
+                raise BadBytes(f"{shown(path.name)}: an empty file")
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 yield _Elf(data, path.name)
     except (OSError, ValueError) as exc:
-        raise BadBytes(f"{path.name}: cannot be read ({shown(exc)})") from None
+        raise BadBytes(f"{shown(path.name)}: cannot be read ({shown(exc)})") from None
 
 
 def elf_of(data: bytes, label: str) -> _Elf:

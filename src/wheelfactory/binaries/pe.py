@@ -44,11 +44,11 @@ def _opened(path: Path) -> Iterator[pefile.PE]:
     try:
         pe = pefile.PE(str(path), fast_load=True)
     except (pefile.PEFormatError, OSError, ValueError, struct.error, IndexError, KeyError) as exc:
-        raise BadBytes(f"{path.name}: not a PE file it can read ({shown(exc)})") from None
+        raise BadBytes(f"{shown(path.name)}: not a PE file it can read ({shown(exc)})") from None
     try:
         yield pe
     except (pefile.PEFormatError, ValueError, struct.error, IndexError, KeyError, AttributeError, TypeError) as exc:
-        raise BadBytes(f"{path.name}: its PE tables cannot be read ({shown(exc)})") from None
+        raise BadBytes(f"{shown(path.name)}: its PE tables cannot be read ({shown(exc)})") from None
     finally:
         pe.close()
 

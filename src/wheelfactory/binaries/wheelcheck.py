@@ -40,9 +40,9 @@ def check_wheel(wheel: Path) -> tuple[WheelName | None, list[str]]:
     try:
         with archives.opened_zip(wheel) as (opened, members):
             files = [m.name for m in members if m.kind == "file"]
-            return name, [f"{wheel.name}: {p}" for p in _problems(opened, files, name)]
+            return name, [f"{shown(wheel.name)}: {p}" for p in _problems(opened, files, name)]
     except BadBytes as exc:
-        return name, [str(exc) if str(exc).startswith(wheel.name) else f"{wheel.name}: {exc}"]
+        return name, [str(exc) if str(exc).startswith(shown(wheel.name)) else f"{shown(wheel.name)}: {exc}"]
 
 
 def _problems(opened: zipfile.ZipFile, files: list[str], name: WheelName) -> list[str]:

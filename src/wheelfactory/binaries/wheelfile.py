@@ -116,7 +116,7 @@ def _text(wheel: Path, member: str, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadBytes(f"{wheel.name}: {shown(member)} is not UTF-8 text ({exc.reason})") from None
+        raise BadBytes(f"{shown(wheel.name)}: {shown(member)} is not UTF-8 text ({exc.reason})") from None
 
 
 def metadata(wheel: Path) -> email.message.Message:
@@ -124,7 +124,9 @@ def metadata(wheel: Path) -> email.message.Message:
     with archives.opened_zip(wheel) as (archive, listed):
         found = [m.name for m in listed if re.fullmatch(r"[^/]+\.dist-info/METADATA", m.name)]
         if len(found) != 1:
-            raise BadBytes(f"{wheel.name}: {len(found)} .dist-info/METADATA files at its top, where a wheel has one")
+            raise BadBytes(
+                f"{shown(wheel.name)}: {len(found)} .dist-info/METADATA files at its top, where a wheel has one"
+            )
         return email.parser.Parser().parsestr(_text(wheel, found[0], archives.read_member(archive, found[0])))
 
 

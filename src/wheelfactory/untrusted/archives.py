@@ -128,7 +128,7 @@ class _Member:
 
 
 def _refused(archive: Path, member: str, why: str) -> BadBytes:
-    return BadBytes(f"{archive.name}: member {shown(member, quoted=True)} {why} — the archive is refused")
+    return BadBytes(f"{shown(archive.name)}: member {shown(member, quoted=True)} {why} — the archive is refused")
 
 
 def member_problem(name: str) -> str | None:
@@ -166,7 +166,7 @@ def _check_total(archive: Path, total: int) -> None:
     packed = max(archive.stat().st_size, 1)
     if total > MAX_UNPACKED_BYTES or (total > RATIO_FROM_BYTES and total > MAX_RATIO * packed):
         raise BadBytes(
-            f"{archive.name}: unpacks to {total / 2**20:.0f} MiB from {packed / 2**20:.1f} MiB, over the "
+            f"{shown(archive.name)}: unpacks to {total / 2**20:.0f} MiB from {packed / 2**20:.1f} MiB, over the "
             f"{MAX_UNPACKED_BYTES >> 30} GiB or {MAX_RATIO}:1 an archive may — the archive is refused"
         )
 
@@ -180,7 +180,7 @@ def _zip_members(archive: Path, z: zipfile.ZipFile) -> list[_Member]:
     trick of non-recursive zip bombs), sizes matching where the local header gives them."""
     infos = z.infolist()
     if len(infos) > MAX_MEMBERS:
-        raise BadBytes(f"{archive.name}: {len(infos)} members, more than {MAX_MEMBERS} — the archive is refused")
+        raise BadBytes(f"{shown(archive.name)}: {len(infos)} members, more than {MAX_MEMBERS} — the archive is refused")
     spans = sorted(_span(archive, z, info) for info in infos)
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
@@ -241,7 +241,7 @@ def opened_zip(archive: Path) -> Iterator[tuple[zipfile.ZipFile, list[_Member]]]
             yield z, members
     except _ZIP_ERRORS as exc:
         raise BadBytes(
-            f"{archive.name}: not a readable zip ({shown(exc)}) — it is corrupt, truncated or no zip"
+            f"{shown(archive.name)}: not a readable zip ({shown(exc)}) — it is corrupt, truncated or no zip"
         ) from None
 
 
@@ -372,7 +372,7 @@ def _unpack(archive: Path, into: Path, written: list[Path]) -> None:
             _write(archive, into, members, lambda name: _extracted(t, by_name[name]), written)
     except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
         raise BadBytes(
-            f"{archive.name}: cannot be read whole ({shown(exc)}) — the archive is corrupt or truncated"
+            f"{shown(archive.name)}: cannot be read whole ({shown(exc)}) — the archive is corrupt or truncated"
         ) from None
 
 
