@@ -48,13 +48,18 @@ def tar(data: bytes) -> None:
     _unpacked(_as_file(data, "pkg-1.0.tar.gz"))
 
 
-def elf_file(data: bytes) -> None:
-    """An ELF binary: what the audit reads, what provisioning reads of NVIDIA's libraries, and its fatbin."""
-    path = _as_file(data, "mod.so")
-    elf.read_elf(path)
-    elf.named_libraries(path)
-    for section in elf.device_code_sections(path):
+def _binary(
+    path: Path, read: Callable[[Path], object], names: Callable[[Path], object], sections: Callable[[Path], list[bytes]]
+) -> None:
+    read(path)
+    names(path)
+    for section in sections(path):
         read_fatbin(section)
+
+
+def elf_file(data: bytes) -> None:
+    """An ELF binary: what the audit and provisioning read of it, and its fatbin."""
+    _binary(_as_file(data, "mod.so"), elf.read_elf, elf.named_libraries, elf.device_code_sections)
 
 
 def fatbin(data: bytes) -> None:
@@ -62,11 +67,8 @@ def fatbin(data: bytes) -> None:
 
 
 def pe_file(data: bytes) -> None:
-    path = _as_file(data, "mod.pyd")
-    pe.read_pe(path)
-    pe.named_dlls(path)
-    for section in pe.device_code_sections(path):
-        read_fatbin(section)
+    """A PE binary: what the audit and provisioning read of it, and its fatbin."""
+    _binary(_as_file(data, "mod.pyd"), pe.read_pe, pe.named_dlls, pe.device_code_sections)
 
 
 def index_page(data: bytes) -> None:
