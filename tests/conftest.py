@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import http.server
 import io
@@ -13,7 +14,7 @@ import tarfile
 import threading
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import NamedTuple, NoReturn
 
@@ -50,23 +51,27 @@ def docker_available() -> str | None:
     return None
 
 
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    """A request handler that keeps the test's output clean."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 @contextmanager
-def served(directory: Path) -> Iterator[str]:
-    """`directory` served over HTTP on loopback, as a package index or NVIDIA's archive server would be: its URL."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` answering HTTP on loopback, in a thread, while the block runs: its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
         server.shutdown()
+
+
+def served(directory: Path) -> AbstractContextManager[str]:
+    """`directory` served over HTTP on loopback, as a package index or NVIDIA's archive server would be: its URL."""
+    return serving(functools.partial(Quiet, directory=str(directory)))  # type: ignore[arg-type]
 
 
 def unavailable(why: str) -> NoReturn:

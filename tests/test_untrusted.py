@@ -7,18 +7,19 @@ in, a download failure (3) for what was fetched.
 from __future__ import annotations
 
 import contextlib
-import http.server
+import hashlib
 import io
 import json
 import os
 import struct
-import threading
+import tarfile
 import time
 import tracemalloc
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,19 +27,21 @@ from typing import Any
 import pytest
 
 from wheelfactory import sources
-from wheelfactory.audit import _unreadable
+from wheelfactory.audit import _check_elf, _Checker, _policy, _unreadable
 from wheelfactory.binaries import elf
 from wheelfactory.binaries.fatbin import read_fatbin
 from wheelfactory.binaries.wheelcheck import check_wheel
 from wheelfactory.binaries.wheelfile import WheelName, read_binary, unpack
 from wheelfactory.cli import main
 from wheelfactory.errors import BadBytes, ToolFailure
+from wheelfactory.plan import make_plan
 from wheelfactory.toolkit import provision
 from wheelfactory.untrusted import cache
-from wheelfactory.untrusted.shown import one_line, shown
+from wheelfactory.untrusted.shown import one_line
 from wheelfactory.verify import verify
 
 from . import elfbytes as eb
+from .conftest import Quiet, served, serving
 from .wheelbytes import make_wheel, record_line, wheel_files, write_zip
 
 SECOND = 1.0
@@ -150,25 +153,26 @@ def test_a_compressed_rodata_in_a_cached_library_is_inflated_within_bounds(tmp_p
     assert "past the bound" in str(bounded(lambda: elf.named_libraries(bomb)))
 
 
-def test_a_needed_library_named_like_a_ci_command_is_kept_exactly_and_shown_on_one_line(tmp_path: Path) -> None:
+def test_a_needed_library_named_like_a_ci_command_is_kept_exactly_and_shown_on_one_line(
+    project: Path, tmp_path: Path
+) -> None:
     hostile = "libx.so\n::error::owned\n::add-mask::secret"
     table, at = eb.strings(hostile, "libc.so.6")
-    path = _file(
-        tmp_path,
-        "mod.so",
-        eb.elf64(
-            [
-                eb.Section(".dynstr", eb.SHT_STRTAB, table),
-                eb.Section(".dynamic", eb.SHT_DYNAMIC, eb.dynamic([(1, at[hostile]), (1, at["libc.so.6"])]), link=1),
-            ]
-        ),
-    )
-    info = bounded(lambda: elf.read_elf(path))
-    assert info.needed == (hostile, "libc.so.6")  # the exact value, for the JSON report
-    line = f"  - audit: pkg/mod.so: needs {shown(hostile)}: not a manylinux system library"
-    assert "\n" not in line and "::error" in line
-    assert not any(part.lstrip().startswith("::") for part in line.splitlines())
-    assert json.loads(json.dumps({"needed": list(info.needed)}))["needed"][0] == hostile
+    needed = eb.dynamic([(1, at[hostile]), (1, at["libc.so.6"])])
+    sections = [eb.Section(".dynstr", eb.SHT_STRTAB, table), eb.Section(".dynamic", eb.SHT_DYNAMIC, needed, link=1)]
+    path = _file(tmp_path, "mod.so", eb.elf64(sections))
+    binary = bounded(lambda: read_binary(path, "cuprobe/_flags.cpython-312-x86_64-linux-gnu.so", "linux"))
+    assert binary.needed == (hostile, "libc.so.6")
+    # The audit's own check and message, as the summary and the report get them.
+    variant = next(v for v in make_plan(project, None, ["cuprobe"]).variants if v.major == 12)
+    tag = "manylinux_2_28_x86_64"
+    audit = _check_elf(binary, _Checker(variant, "linux", "x86_64", set()), _policy(tag), tag, "3.12")
+    (problem,) = [p for p in audit.problems if "libx.so" in p]
+    assert problem.startswith("needs 'libx.so\\n::error::owned\\n::add-mask::secret': not a manylinux")
+    assert "\n" not in problem
+    # The report keeps the exact value, JSON-escaped.
+    assert json.loads(json.dumps(asdict(audit)))["needed"][0] == hostile
+    # A wheel's own output quoted in a smoke failure cannot start a line of the summary either.
     assert one_line("smoke: import failed:\n::error::x") == "smoke: import failed:\\n::error::x"
 
 
@@ -482,11 +486,10 @@ def test_a_wheel_name_the_factory_cannot_place_is_bad_bytes() -> None:
 # ---------------------------------------------------------------------------------------------- index pages
 
 
-@contextmanager
-def _index(pages: dict[str, tuple[str, bytes | Callable[[Any], None]]]) -> Iterator[str]:
+def _index(pages: dict[str, tuple[str, bytes | Callable[[Any], None]]]) -> AbstractContextManager[str]:
     """An index on loopback: each path answers with its content type and body (or writes its own body)."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_GET(self) -> None:
             kind, body = pages.get(self.path, ("text/plain", b""))
             self.send_response(200 if self.path in pages else 404)
@@ -495,15 +498,7 @@ def _index(pages: dict[str, tuple[str, bytes | Callable[[Any], None]]]) -> Itera
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the reader stopped at its bound
                 body(self.wfile) if callable(body) else self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    finally:
-        server.shutdown()
+    return serving(Handler)
 
 
 def _endless(out: io.BufferedIOBase) -> None:
@@ -535,7 +530,7 @@ def test_a_hostile_index_page_is_a_download_failure_within_bounds(case: str) -> 
         tracemalloc.start()
         started = time.monotonic()
         with pytest.raises(ToolFailure) as refused:
-            sources.project_files(index, "pkg")
+            sources.project_files(index + "simple/", "pkg")
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert time.monotonic() - started < 5 and peak < MEMORY  # loopback moves 64 MiB in well under a second here
@@ -568,9 +563,6 @@ def test_a_cache_entry_that_changed_is_dropped_and_one_that_is_whole_kept(tmp_pa
 def test_a_cached_sdist_tree_changed_by_hand_is_fetched_again(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import hashlib
-    import tarfile
-
     monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
     index = tmp_path / "index" / "simple" / "pkg"
     index.mkdir(parents=True)
@@ -581,8 +573,6 @@ def test_a_cached_sdist_tree_changed_by_hand_is_fetched_again(
         tar.addfile(info, io.BytesIO(b"# real"))
     (index / "index.html").write_text('<a href="pkg-1.0.tar.gz">pkg-1.0.tar.gz</a>\n')
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-    from .conftest import served
-
     with served(tmp_path / "index") as url:
         monkeypatch.setenv("PIP_INDEX_URL", url + "simple/")
         tree = sources._sdist("pkg==1.0", sha)

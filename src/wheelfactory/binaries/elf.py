@@ -115,7 +115,7 @@ class _Elf:
         sections = [self._section("", *fields[1:]) for fields in raw]
         table = sections[names_at]
         names = self.bytes_of(table) if table.type != SHT_NOBITS else b""
-        return [self._section(self._name(names, fields[0]), *fields[1:]) for fields in raw]
+        return [self._section(self.string(names, fields[0], "section name"), *fields[1:]) for fields in raw]
 
     def _headers(self, offset: int, count: int, layout: struct.Struct) -> list[tuple[int, ...]]:
         if count > MAX_SECTIONS:
@@ -132,9 +132,6 @@ class _Elf:
         if kind != SHT_NOBITS and offset + size > self.size:
             raise self.refused(f"section {shown(name) or '#'} runs past the end of the file")
         return _Section(name, kind, flags, offset, size, link, info, entsize)
-
-    def _name(self, table: bytes, at: int) -> str:
-        return self.string(table, at, "section name")
 
     def string(self, table: bytes | memoryview, at: int, what: str) -> str:
         """The NUL-terminated string at `at` of a string table, at most MAX_NAME bytes long."""

@@ -80,14 +80,14 @@ def _read_bounded(response: IO[bytes], what: str, limit: int, deadline_s: float,
     return total
 
 
-def download(url: str, target: Path, limit: int = MAX_DOWNLOAD_BYTES) -> Path:
+def download(url: str, target: Path) -> Path:
     """`url` saved as `target`, through a partial file beside it: a failed, oversized or killed download leaves
     no `target` behind. A network failure is a ToolFailure; a body past the bounds, BadBytes."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as partial:
         try:
             with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-                _read_bounded(response, shown(url), limit, DOWNLOAD_DEADLINE_S, partial)
+                _read_bounded(response, shown(url), MAX_DOWNLOAD_BYTES, DOWNLOAD_DEADLINE_S, partial)
         except (urllib.error.URLError, OSError) as exc:
             Path(partial.name).unlink(missing_ok=True)
             raise ToolFailure(f"cannot download {shown(url)}: {shown(getattr(exc, 'reason', exc))}") from None
@@ -181,7 +181,8 @@ def _zip_members(archive: Path, z: zipfile.ZipFile) -> list[_Member]:
     infos = z.infolist()
     if len(infos) > MAX_MEMBERS:
         raise BadBytes(f"{shown(archive.name)}: {len(infos)} members, more than {MAX_MEMBERS} — the archive is refused")
-    spans = sorted(_span(archive, z, info) for info in infos)
+    size = archive.stat().st_size
+    spans = sorted(_span(archive, z, info, size) for info in infos)
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
             raise _refused(archive, second, f"shares its bytes with {shown(first)}")
@@ -197,7 +198,7 @@ def _zip_members(archive: Path, z: zipfile.ZipFile) -> list[_Member]:
     ]
 
 
-def _span(archive: Path, z: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, int, str]:
+def _span(archive: Path, z: zipfile.ZipFile, info: zipfile.ZipInfo, size: int) -> tuple[int, int, str]:
     """Where a member's local header and data lie, once they agree with its central-directory entry."""
     if info.orig_filename != info.filename:
         raise _refused(archive, info.orig_filename, "has a NUL or a separator zip rewrites in its name")
@@ -220,7 +221,7 @@ def _span(archive: Path, z: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int
     if stated and (crc, packed, unpacked) != (info.CRC, info.compress_size, info.file_size):
         raise _refused(archive, info.filename, "has sizes or a CRC that differ between its two headers")
     end = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length + info.compress_size
-    if end > archive.stat().st_size:
+    if end > size:
         raise _refused(archive, info.filename, "runs past the end of the file")
     return info.header_offset, end, info.filename
 

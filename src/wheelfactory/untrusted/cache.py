@@ -42,8 +42,12 @@ def seal(entry: Path) -> None:
     """Record what a complete cache entry (a file or a folder) holds, for `intact` to check on reuse."""
     if entry.is_dir():
         (entry / SEAL).write_text(json.dumps(_listing(entry), indent=0), encoding="utf-8")
-    else:
-        entry.with_name(entry.name + ".sha256").write_text(sha256(entry), encoding="utf-8")
+        return
+    recorded = entry.with_name(entry.name + ".sha256")
+    # A seal written after the file's last change already says what it holds (pip, asked again, hands back the
+    # wheels it checked and kept): hashing them again on every call would read gigabytes for nothing.
+    if not recorded.is_file() or recorded.stat().st_mtime_ns < entry.stat().st_mtime_ns:
+        recorded.write_text(sha256(entry), encoding="utf-8")
 
 
 def intact(entry: Path) -> str | None:
