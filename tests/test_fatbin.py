@@ -186,6 +186,39 @@ def test_an_architecture_the_module_lacks_is_rejected_by_name(built12: Built, tm
 
 
 @pytest.mark.slow
+def test_an_undeclared_library_with_device_code_is_held_to_the_variants_architectures(
+    built13: Built, tmp_path: Path, build_image: str
+) -> None:
+    """A library nvcc built, shipped as a data file (as CyFES ships its own) and named nowhere in the recipe, with
+    SASS and PTX for sm_80 only: it cannot run on the variant's Turing GPUs, and the audit says so by name. The
+    same library built with every architecture of the variant passes."""
+    nvcc = shutil.which("nvcc")  # the host's 13.0: the matrix's toolkit for CUDA 13
+    if nvcc is None:
+        pytest.fail("needs nvcc 13 on PATH (the host's, from NVIDIA's pip wheels)")
+    (tmp_path / "k.cu").write_text(KERNEL)
+    archs = built13.variant.cuda_archs
+
+    def audited(*gencode: str) -> list[str]:
+        tree = unpack(built13.wheel, tmp_path / f"tree{len(gencode)}")
+        data = next(tree.glob("*.dist-info")).name.replace(".dist-info", ".data")
+        library = tree / data / "data" / "lib" / "libkernels.so"
+        library.parent.mkdir(parents=True)
+        command = [nvcc, "-shared", "-Xcompiler", "-fPIC", *gencode, "-o", str(library), str(tmp_path / "k.cu")]
+        subprocess.run([*command, "-cudart", "none"], check=True)
+        (tmp_path / f"out{len(gencode)}").mkdir()
+        wheel = pack(tree, tmp_path / f"out{len(gencode)}")
+        return audit_wheel(existing(wheel, built13.variant, build_image)).all_problems()
+
+    sass, ptx = audited("-gencode=arch=compute_80,code=[sm_80,compute_80]")
+    missing = ", ".join(f"sm_{a}" for a in archs if a != 80)
+    library = f"{built13.variant.dist_name.replace('-', '_')}-0.1.0.data/data/lib/libkernels.so"
+    assert sass.startswith(f"{library}: has no SASS for {missing} of the variant's architectures"), sass
+    assert ptx.startswith(f"{library}: has no PTX for compute_{max(archs)}"), ptx
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    assert audited(*gencode, f"-gencode=arch=compute_{max(archs)},code=compute_{max(archs)}") == []
+
+
+@pytest.mark.slow
 def test_a_narrowed_module_passes_where_the_recipe_says_so(built12: Built, tmp_path: Path, build_image: str) -> None:
     """The same wheel, sm_87 asked of the variant, but the kernel module narrowed on purpose to sm_80 and sm_90."""
     root = copy_inputs(built12.root, tmp_path / "project")

@@ -132,7 +132,7 @@ class _Checker:
     def allowed(self, audit: BinaryAudit) -> list[str]:
         """What the binary may link: its module's policy, or for a shared library the recipe's
         shared_libraries policy (none: no CUDA library)."""
-        if self.variant.device_code_archs(_binary_name(audit)) is not None and not audit.device_code:
+        if self.variant.must_carry_device_code(_binary_name(audit)) and not audit.device_code:
             audit.problems.append(
                 "carries no device code (no fatbin section), yet the recipe's device_code requires it: the build "
                 "left CUDA out — look in the build log for CUDA or nvcc not being found"
@@ -158,8 +158,9 @@ class _Checker:
     def gpu_code(self, audit: BinaryAudit, entries: tuple[DeviceCode, ...]) -> None:
         """Judge the binary's GPU code against the matrix's toolkit release: nothing newer than it (a driver of
         that release rejects newer PTX: "compiled with an unsupported toolchain"), nothing it cannot target; and
-        a device_code binary's (module or shared library) against the variant's architectures, or those its
-        device_code_archs narrow it to: SASS for each, PTX for the newest, so that newer GPUs can JIT it."""
+        against the variant's architectures, or those the recipe's device_code_archs narrow it to: SASS for each,
+        PTX for the newest, so that newer GPUs can JIT it. Every binary that carries device code is held to that,
+        named in device_code or not (a library nvcc built, shipped as a data file, runs on the same GPUs)."""
         release = self.variant.cuda.toolkit
         known = toolkit_table().releases[release]
         audit.gpu_code = [entry.as_json() for entry in entries]
@@ -177,7 +178,7 @@ class _Checker:
                 )
             if entry.arch not in known.archs:
                 audit.problems.append(f"carries {entry.name}, which CUDA {release}'s nvcc cannot target")
-        archs = self.variant.device_code_archs(_binary_name(audit))
+        archs = self.variant.gpu_archs(_binary_name(audit))
         if not archs or not entries:
             return
         whose = "the variant's" if archs == self.variant.cuda_archs else "its device_code_archs'"
@@ -187,7 +188,7 @@ class _Checker:
             audit.problems.append(
                 f"has no SASS for {', '.join(missing)} of {whose} architectures "
                 f"({', '.join(f'sm_{a}' for a in archs)}): those GPUs would find no kernel image — compile with "
-                "$NVCC_GENCODE (or $CMAKE_CUDA_ARCHITECTURES), or narrow the module's device_code_archs"
+                "$NVCC_GENCODE (or $CMAKE_CUDA_ARCHITECTURES), or narrow it on purpose in device_code_archs"
             )
         newest = max(archs)
         if not any(e.kind == "ptx" and e.arch == newest and not e.suffix for e in entries):

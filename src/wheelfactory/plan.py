@@ -88,12 +88,14 @@ class Variant:
         """What a shared library that is no extension module may link (the recipe's shared_libraries)."""
         return _most_specific(self.recipe.shared_libraries, file_name)
 
-    def device_code_archs(self, name: str) -> tuple[int, ...] | None:
-        """The architectures a binary (an extension module's dotted name, or a shared library's file name) must
-        carry SASS for, the newest also as PTX: the variant's, or those of them the recipe's device_code_archs
-        narrows it to. None where the recipe's device_code does not name it."""
-        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.recipe.device_code):
-            return None
+    def must_carry_device_code(self, name: str) -> bool:
+        """Whether the recipe's device_code names a binary (an extension module's dotted name, or a shared
+        library's file name): the build must have put nvcc's device code in it."""
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.recipe.device_code)
+
+    def gpu_archs(self, name: str) -> tuple[int, ...]:
+        """The architectures a binary that carries device code (named in device_code or not) must have SASS for,
+        the newest also as PTX: the variant's, or those of them the recipe's device_code_archs narrows it to."""
         narrowed = _most_specific(self.recipe.device_code_archs, name)
         return self.cuda_archs if narrowed is None else tuple(a for a in self.cuda_archs if a in narrowed)
 

@@ -116,8 +116,8 @@ class Recipe(Strict):
     # Modules (patterns), or shared libraries' file names (patterns of shared_libraries), that must carry device
     # code for the variant's architectures: a build that quietly left CUDA out, or left a GPU out, is refused.
     device_code: list[str] = []
-    # A device_code binary (pattern) built on purpose for fewer architectures (e.g. a Hopper-only kernel: [90,
-    # 100, 120]): it must carry SASS for those of the variant's that are listed here, PTX for the newest of them.
+    # A binary (pattern) built on purpose for fewer architectures (e.g. a Hopper-only kernel: [90, 100, 120]): it
+    # must carry SASS for those of the variant's that are listed here, PTX for the newest of them.
     device_code_archs: dict[str, list[int]] = {}
     # Shared libraries that are not extension modules (file-name patterns) -> the components they may link.
     shared_libraries: dict[str, list[str]] = {}
@@ -552,10 +552,15 @@ def _check_modules(recipe: Recipe, src: SourceMap) -> list[Problem]:
             message = f"{pattern!r} matches no module in modules and no library in shared_libraries — {hint}"
             outside.append(src.problem(("device_code", i), message))
         problems += outside
+    # The audit holds every binary with device code to the architectures, so any declared one may be narrowed.
+    binaries = [*recipe.modules, *recipe.shared_libraries, *recipe.device_code]
     for pattern in recipe.device_code_archs:
-        if not _overlaps(pattern, recipe.device_code):
-            hint = did_you_mean(pattern, recipe.device_code) if recipe.device_code else "add it to device_code"
-            message = f"{pattern!r} is in no device_code entry: only device code the audit checks is narrowed — {hint}"
+        if not _overlaps(pattern, binaries):
+            hint = did_you_mean(pattern, binaries) if binaries else "declare it in shared_libraries"
+            message = (
+                f"{pattern!r} names no binary of modules, shared_libraries or device_code: it would narrow "
+                f"nothing — {hint}"
+            )
             problems.append(src.problem(("device_code_archs", pattern), message, key=True))
     return problems
 
