@@ -118,10 +118,14 @@ def matrix_for(root: Path, image: str) -> Path:
 SOURCES = Path(__file__).parent / "sources"
 
 
+def add_source(root: Path, name: str) -> None:
+    """Add a source of tests/sources (multipkg: shaped like CuPy; datalib: like CyFES) to a project as a recipe."""
+    shutil.copytree(SOURCES / name, root / f"recipes/{name}/source")
+    shutil.copy(SOURCES / f"{name}.recipe.yaml", root / f"recipes/{name}/recipe.yaml")
+
+
 def add_multipkg(root: Path) -> None:
-    """Add the CuPy-shaped setuptools source of tests/sources to a project as the recipe `multipkg`."""
-    shutil.copytree(SOURCES / "multipkg", root / "recipes/multipkg/source")
-    shutil.copy(SOURCES / "multipkg.recipe.yaml", root / "recipes/multipkg/recipe.yaml")
+    add_source(root, "multipkg")
 
 
 class Built(NamedTuple):

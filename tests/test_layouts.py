@@ -5,30 +5,34 @@ hide a broken wheel."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from wheelfactory.binaries.wheelfile import pack, unpack
+from wheelfactory.binaries.wheelfile import metadata, pack, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
 from wheelfactory.smoke import (
     DECOY_CUDA,
     NVRTC_COMPILE,
+    ContainerMachine,
     HostMachine,
     TierResult,
     register_decoys,
+    shared_install,
     smoke,
     tier1,
     tier2,
 )
 from wheelfactory.toolkit.provision import nvidia_wheels, provision, runtime_site
 
-from .conftest import Built
+from .conftest import Built, add_source, build_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 DECOY_IMAGE = "wheelfactory-test-system-cuda:latest"
@@ -98,15 +102,19 @@ def test_the_runtime_comes_from_the_pip_wheels_in_every_layout(
         compiled = next(c for c in tier.checks if c.name.startswith("NVRTC compiles a kernel to CUBIN"))
         builtins = [lib for lib in compiled.libraries if "libnvrtc-builtins" in lib]
         assert compiled.ok and builtins and all(SITES[name] in lib for lib in builtins), (name, compiled)
-    # The diagnostic says where each library comes from and why.
-    target = next(c for c in layouts["target", "floors"].checks if c.name == "python -m cuprobe._cuda_variant")
-    assert (
-        "/smoke/target/nvidia/" in target.detail
-        and "on sys.path, where the extensions' RPATH does not reach" in target.detail
-    )
-    venv = next(c for c in layouts["venv", "floors"].checks if c.name == "python -m cuprobe._cuda_variant")
-    assert "beside the package, where the extensions' RPATH reaches it" in venv.detail
-    assert "Warning" not in target.detail + venv.detail  # runpy's, for a module the package imported first
+    # The diagnostic says where each library comes from and why: beside the package where pip put both in one
+    # place (a venv, a --target folder), elsewhere on sys.path under a venv over a base that holds them.
+    diagnostics = {
+        name: next(c for c in tier.checks if c.name == "python -m cuprobe._cuda_variant").detail
+        for name, tier in layouts.items()
+    }
+    layered = diagnostics["system-site-packages", "floors"]
+    assert SITES["system-site-packages", "floors"] in layered
+    assert "on sys.path, where the extensions' RPATH does not reach" in layered
+    for name in (("venv", "floors"), ("target", "floors")):
+        assert SITES[name] in diagnostics[name]
+        assert "beside the package, where the extensions' RPATH reaches it" in diagnostics[name]
+    assert not [d for d in diagnostics.values() if "Warning" in d]  # runpy's, for a module the package imported
 
 
 def test_without_the_variant_module_nvrtc_opens_the_decoys_builtins(built13: Built, build_image: str) -> None:
@@ -179,3 +187,107 @@ def test_the_windows_smoke_machine_lays_out_real_installs(
         assert CUDART[12] in [Path(lib).name for lib in runtime.libraries]
         assert all(lib.startswith(str(Path(layout.site).resolve())) for lib in runtime.libraries), runtime.libraries
     assert not machine.scratch.exists()  # closed: nothing of the venvs is left on the runner
+
+
+@pytest.fixture(scope="module", params=[12, 13])
+def datalib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
+    """The CyFES-shaped source of tests/sources: its CUDA library is a data file, opened from sys.prefix."""
+    major: int = request.param
+    return build_recipe(tmp_path_factory.mktemp(f"datalib{major}"), major, build_image, "datalib", add=_add_datalib)
+
+
+def _add_datalib(root: Path) -> None:
+    add_source(root, "datalib")
+
+
+def test_a_library_shipped_as_a_data_file_works_where_the_recipe_says(datalib: Built) -> None:
+    """It builds, audits (its library carries device code for every architecture, and its RPATH reaches NVIDIA's
+    runtime from prefix/lib) and passes every tier in each layout it supports; in the one it declares unsupported
+    (a --target folder: pip puts no data file under its lib/) it fails for real, and the report says so and why."""
+    record = datalib.record
+    assert record.passed, record.why_not()
+    members = set(zipfile.ZipFile(datalib.wheel).namelist())
+    data = f"{datalib.variant.dist_name.replace('-', '_')}-0.3.0.data"
+    assert {f"{data}/data/lib/libdatalib.so", f"{data}/scripts/datalib-info", f"{data}/headers/datalib.h"} <= members
+    library = next(b for b in record.audit.binaries if b.member.endswith("libdatalib.so")) if record.audit else None
+    assert library is not None and library.device_code and library.components == ["cudart"]
+    layouts = _layouts(record.smoke)
+    assert set(layouts) == set(SITES)
+    for name, tier in layouts.items():
+        assert tier.passed == (name[0] != "target"), (name, [(c.name, c.detail) for c in tier.checks if not c.ok])
+    target = layouts["target", "floors"]
+    assert target.unsupported and "pip install --target puts no data file there" in target.unsupported
+    failed = [c for c in target.checks if not c.ok]
+    assert [c.name for c in failed] == datalib.variant.recipe.smoke.with_cuda  # the rest loads and imports
+    assert all("datalib: library not found at /smoke/targeted/lib/libdatalib.so" in c.detail for c in failed)
+    # The report and the variant's description say which layouts it works in, and why not the other.
+    (reported,) = json.loads((datalib.root / "dist/report.json").read_text())["wheels"]
+    assert {n: (v["supported"], v["why_not"]) for n, v in reported["layouts"].items()} == {
+        "venv": (True, None),
+        "system-site-packages": (True, None),
+        "target": (False, target.unsupported),
+    }
+    description = metadata(datalib.wheel).get_payload()
+    assert "It does not work installed with `pip install --target DIR` with DIR on PYTHONPATH" in description
+    assert target.unsupported in description
+
+
+def _tree(machine: ContainerMachine, prefixes: list[str]) -> dict[str, dict[str, str]]:
+    """Every file and link under each venv prefix (but NVIDIA's mounted nvidia/): its mode and content's hash,
+    or where it links to."""
+    walk = (
+        "import hashlib, json, os, sys\n"
+        "trees = {}\n"
+        "for prefix in sys.argv[1:]:\n"
+        "    tree = trees[prefix] = {}\n"
+        "    for folder, dirs, files in os.walk(prefix):\n"
+        "        dirs[:] = [d for d in dirs if not (d == 'nvidia' and folder.endswith('site-packages'))]\n"
+        "        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:\n"
+        "            path = os.path.join(folder, name)\n"
+        "            key = os.path.relpath(path, prefix)\n"
+        "            if os.path.islink(path):\n"
+        "                tree[key] = 'link to ' + os.readlink(path)\n"
+        "            else:\n"
+        "                digest = hashlib.sha256(open(path, 'rb').read()).hexdigest()\n"
+        "                tree[key] = oct(os.stat(path).st_mode) + ' ' + digest\n"
+        "print(json.dumps(trees))\n"
+    )
+    command = [machine.engine, "exec", machine.container, machine.base, "-c", walk, *prefixes]
+    listed = subprocess.run(command, capture_output=True, text=True, check=True)
+    trees: dict[str, dict[str, str]] = json.loads(listed.stdout)
+    return trees
+
+
+def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> None:
+    """One pip run, copied into the other venvs of the smoke, against a pip run into each: identical trees, file
+    for file (mode and bytes) — the package, the library pip put under the prefix's lib/, the header under
+    include/, the scripts in bin/ naming their own venv's interpreter, and RECORD saying so."""
+    built = datalib.record.built
+    runtimes = {v: runtime_site(built.toolkit, nvidia_wheels(built.path, v)) for v in ("floors", "newest")}
+    copied = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None)
+    installed = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None)
+    try:
+        bare, layouts = copied.create_venvs()
+        first, *others = [layout.python for layout in layouts if layout.name != "target"]
+        checks = shared_install(copied, built, first, [bare, *others])
+        assert all(c.ok for c in checks), checks
+        installed.create_venvs()
+        for python in [first, bare, *others]:
+            done = installed.install(python, "--no-deps", installed.wheel)
+            assert done.returncode == 0, done.stderr
+        prefixes = [python.removesuffix("/bin/python") for python in [first, bare, *others]]
+        by_copy, by_pip = _tree(copied, prefixes), _tree(installed, prefixes)
+    finally:
+        copied.close()
+        installed.close()
+    for prefix in prefixes:
+        differ = sorted(
+            k for k in by_copy[prefix].keys() | by_pip[prefix].keys() if by_copy[prefix].get(k) != by_pip[prefix].get(k)
+        )
+        assert not differ, (prefix, differ)
+        files = by_pip[prefix]
+        assert {"lib/libdatalib.so", "bin/datalib-info", "bin/datalib-version"} <= files.keys(), prefix
+        assert f"include/site/python3.12/{datalib.variant.dist_name}/datalib.h" in files, prefix
+        for script in ("bin/datalib-info", "bin/datalib-version"):  # pip wrote each venv's own interpreter
+            assert by_copy[prefix][script].startswith("0o100755"), (prefix, script)
+        assert not [p for p in prefixes if p != prefix and by_copy[p]["bin/datalib-info"] == files["bin/datalib-info"]]

@@ -339,10 +339,11 @@ def _is_pattern(name: str) -> bool:
     return any(c in name for c in "*?[")
 
 
-def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: str) -> list[str]:
-    """Each module the recipe names is in the wheel, each pattern matches one: a build that quietly left a part
-    out (no nvcc found, a CPU-only fallback) does not pass. Not where the module's components have no wheel for
-    this OS and machine (the recipe makes them optional there)."""
+def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: str, libraries: set[str]) -> list[str]:
+    """Each module the recipe names is in the wheel, each pattern matches one, and each device_code pattern a
+    module or a shared library (`libraries`: their file names): a build that quietly left a part out (no nvcc
+    found, a CPU-only fallback) does not pass. Not where the module's components have no wheel for this OS and
+    machine (the recipe makes them optional there)."""
     table = component_table()
     problems = []
     for name, allowed in variant.recipe.modules.items():
@@ -358,8 +359,10 @@ def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: st
         elif _is_pattern(name) and not any(fnmatch.fnmatchcase(m, name) for m in present):
             problems.append(f"no extension module matches the recipe's {name!r} — the build left them out")
     for pattern in variant.recipe.device_code:
-        if not any(fnmatch.fnmatchcase(m, pattern) for m in present):
-            problems.append(f"no extension module matches device_code {pattern!r} — the build left it out")
+        if not any(fnmatch.fnmatchcase(m, pattern) for m in present | libraries):
+            problems.append(
+                f"no extension module or shared library matches device_code {pattern!r} — the build left it out"
+            )
     return problems
 
 
@@ -385,7 +388,9 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     ]
     if name.os == "windows":
         problems += _loader_problems(built.path, variant)
-    problems += declared_problems(variant, {b.module for b in binaries if b.module}, name.os, name.arch)
+    modules = {b.module for b in binaries if b.module}
+    libraries = {_binary_name(b) for b in binaries if not b.module}
+    problems += declared_problems(variant, modules, name.os, name.arch, libraries)
     if name.version != Version(variant.recipe.version):
         problems.append(
             f"the build made version {name.version}, the recipe says {variant.recipe.version} — make the recipe's "

@@ -207,7 +207,7 @@ def run_cibuildwheel(
                 raise ToolFailure(f"{no_compiler[0].removeprefix('wheelfactory: ')} (log: {log})")
             if _PURE_WHEEL in text:
                 # cibuildwheel refuses the wheel before the audit could: the audit's verdict on it is still the reason.
-                missing = "; ".join(declared_problems(variant, set(), info.os, info.cibw_arch))
+                missing = "; ".join(declared_problems(variant, set(), info.os, info.cibw_arch, set()))
                 raise ToolFailure(
                     f"{variant.dist_name}: the build made a wheel without any extension: {missing} (log: {log})"
                 )

@@ -269,6 +269,25 @@ def gpu_generations() -> dict[int, tuple[str, str]]:
     return {int(arch): (str(generation), str(examples)) for arch, (generation, examples) in raw.items()}
 
 
+class InstallLayout(BaseModel):
+    """Where pip puts a wheel and its CUDA wheels, in words: the command, then where it puts them."""
+
+    install: str
+    where: str
+
+    def words(self, code: str = "{}") -> str:
+        """The layout in a sentence; `code` formats the command (Markdown's `{}`, say)."""
+        return f"{code.format(self.install)} {self.where}"
+
+
+@cache
+def install_layouts() -> dict[str, InstallLayout]:
+    """The layouts the smoke installs a wheel in, by name, from data/layouts.yaml."""
+    raw = _data("layouts.yaml")
+    assert isinstance(raw, dict)
+    return {str(name): InstallLayout.model_validate(words) for name, words in raw.items()}
+
+
 @cache
 def platforms() -> dict[str, Platform]:
     raw = _data("platforms.yaml")

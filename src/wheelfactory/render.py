@@ -23,7 +23,16 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .components import NO_WHEEL, OS, ComponentMajor, component_table, gpu_generations, platforms, toolkit_table
+from .components import (
+    NO_WHEEL,
+    OS,
+    ComponentMajor,
+    component_table,
+    gpu_generations,
+    install_layouts,
+    platforms,
+    toolkit_table,
+)
 from .errors import InputError, Problem, UserError
 from .gpus import code_facts, runs_on
 from .plan import Plan, Variant
@@ -233,11 +242,24 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
     if optional:
         install = f"pip install {variant.dist_name}[{','.join(optional)}]"
         note += f" Optional: {code.format(install)}."
+    note += layouts_note(variant, code)
     if source is None:
         title = f"# {variant.dist_name}\n\n{variant.recipe.summary or variant.recipe.name}\n\n"
         return Readme(f"{title}{note}\n", "text/markdown")
     lead = f"> {note}" if markup == "text/markdown" else note
     return Readme(f"{lead}\n\n{source.text.lstrip()}", markup)
+
+
+def layouts_note(variant: Variant, code: str) -> str:
+    """Where pip may put the package and where not, and why not: only for a recipe that declares a layout
+    unsupported (by default every layout the smoke tests is)."""
+    declared = variant.recipe.smoke.unsupported_layouts
+    if not declared:
+        return ""
+    layouts = install_layouts()
+    works = "; ".join(layout.words(code) for name, layout in layouts.items() if name not in declared)
+    fails = "; ".join(f"{layouts[name].words(code)} — {why}" for name, why in declared.items())
+    return f" It works installed with {works}. It does not work installed with {fails}."
 
 
 def linux_repair_command(variant: Variant) -> str:

@@ -13,6 +13,7 @@ from rich.table import Table
 from . import host
 from .audit import WheelAudit
 from .built import BuiltWheel
+from .components import install_layouts
 from .gpus import CodeSummary, minimum_driver
 from .progress import console
 from .smoke import TierResult
@@ -35,13 +36,26 @@ class WheelRecord:
 
     @property
     def passed(self) -> bool:
-        return self.audit is not None and self.audit.passed and bool(self.smoke) and all(t.passed for t in self.smoke)
+        return (
+            self.audit is not None and self.audit.passed and bool(self.smoke) and all(t.acceptable for t in self.smoke)
+        )
 
     def why_not(self) -> list[str]:
         reasons = [f"audit: {p}" for p in self.audit.all_problems()] if self.audit is not None else []
         for tier in self.smoke:
-            reasons += [f"smoke {tier.label}: {c.name}: {c.detail}" for c in tier.checks if not c.ok]
+            if tier.unsupported is None:
+                reasons += [f"smoke {tier.label}: {c.name}: {c.detail}" for c in tier.checks if not c.ok]
         return reasons
+
+    def unsupported_layouts(self) -> list[str]:
+        """What became of each layout the recipe declares unsupported, a line each (its tier 2 runs all the
+        same: one that passes may no longer need the declaration)."""
+        lines = []
+        for tier in self.smoke:
+            if tier.unsupported is not None:
+                outcome = "passes all the same — the declaration may be stale" if tier.passed else "fails, as declared"
+                lines.append(f"{tier.label} is declared unsupported ({tier.unsupported}): it {outcome}")
+        return lines
 
     def as_json(self) -> dict[str, object]:
         built, name = self.built, self.built.name
@@ -63,10 +77,20 @@ class WheelRecord:
             "toolkit": toolkit_json(built),
             "gpu_code": gpu_code_json(built),
             "audit": audit,
+            "layouts": layouts_json(built),
             "smoke": [t.as_json() for t in self.smoke],
             "timings_s": built.timings,
             "rejected_because": [] if self.passed else self.why_not(),
         }
+
+
+def layouts_json(built: BuiltWheel) -> dict[str, dict[str, object]]:
+    """Where pip may put the wheel (data/layouts.yaml), each supported or not, and why not."""
+    declared = built.variant.recipe.smoke.unsupported_layouts
+    return {
+        name: {"description": layout.words(), "supported": name not in declared, "why_not": declared.get(name)}
+        for name, layout in install_layouts().items()
+    }
 
 
 def toolkit_json(built: BuiltWheel) -> dict[str, object]:
@@ -132,15 +156,17 @@ def summary(records: list[WheelRecord]) -> None:
     for column in ("size", "audit", "smoke 1/2/3", "time", "result"):
         table.add_column(column, no_wrap=True)
     for r in records:
-        # Tier 2 runs once per layout of the CUDA wheels: it passes when every layout passed.
+        # Tier 2 runs once per layout: it passes when every layout the recipe supports passed.
         tiers = {n: [t for t in r.smoke if t.tier == n] for n in (1, 2, 3)}
-        smoke = "/".join(("pass" if all(t.passed for t in ts) else "FAIL") if ts else "—" for ts in tiers.values())
+        smoke = "/".join(("pass" if all(t.acceptable for t in ts) else "FAIL") if ts else "—" for ts in tiers.values())
         audit = "—" if r.audit is None else ("pass" if r.audit.passed else "FAIL")
         result = "[green]in dist/[/green]" if r.passed else "[red]rejected[/red]"
         size = r.built.path.stat().st_size / 1e6
         table.add_row(r.wheel, f"{size:.2f} MB", audit, smoke, f"{sum(r.built.timings.values()):.0f}s", result)
     console.print(table)
     for r in records:
+        for line in r.unsupported_layouts():
+            console.print(f"{r.wheel}: {one_line(line)}", markup=False)
         if not r.passed:
             console.print(f"[red]{r.wheel}[/red] was kept out of dist/:")
             for reason in r.why_not()[:20]:

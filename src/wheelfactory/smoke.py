@@ -9,16 +9,19 @@ allows: a module that opens CUDA lazily must import without it.
    its Python and platform), no CUDA anywhere: `import pkg` and whatever links no CUDA library load under
    `python -W error`; what links one eagerly fails at its own load with ImportError (OSError for a library
    loaded with ctypes); optional pieces raise ImportError carrying the pip command that fixes it.
-2. A venv holding the wheel's NVIDIA requirements (and its CUDA extras') laid out as pip would — in the container
-   they come from the toolkit cache, mounted at the venv's site-packages/nvidia rather than installed again —
-   then the wheel itself: every binary loads, its CUDA libraries are the venv's (RPATH at work, no
-   LD_LIBRARY_PATH), the driver is not loaded, and the recipe's commands succeed. A binary that links the driver
-   eagerly fails here too, and the check records the error it gives. Where the wheel uses NVRTC, a kernel is
-   compiled to CUBIN (no GPU needed) while a decoy system copy of NVRTC's builtins is registered with ldconfig
-   in the container: the builtins NVRTC opens must come from the layout's NVIDIA wheels all the same.
+2. The wheel and its NVIDIA requirements (and its CUDA extras') laid out as pip lays them out in each layout of
+   data/layouts.yaml — in the container NVIDIA's wheels come from the toolkit cache, mounted where pip would have
+   put them rather than installed again — then the wheel itself: every binary loads, its CUDA libraries are the
+   layout's (RPATH or the variant module at work, no LD_LIBRARY_PATH), the driver is not loaded, and the
+   recipe's commands succeed. A binary that links the driver eagerly fails here too, and the check records the
+   error it gives. Where the wheel uses NVRTC, a kernel is compiled to CUBIN (no GPU needed) while a decoy
+   system copy of NVRTC's builtins is registered with ldconfig in the container: the builtins NVRTC opens must
+   come from the layout's NVIDIA wheels all the same.
 3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
 
 Each tier's checks run in one call into the machine (data/../smoke_probe.py), each check in a fresh interpreter.
+A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and reported,
+but does not keep the wheel out of dist/.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from .repair import installed_path, needed_components, site_packages
 from .toolkit.provision import NvidiaVersions, nvidia_requirements, nvidia_wheels, runtime_site
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
+COPY_SOURCE = files("wheelfactory").joinpath("smoke_copy.py")
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
 SMOKE_CONTAINER_LIFETIME_S = 3600
 # Where a smoke container keeps its decoy system CUDA (registered with ldconfig).
@@ -94,14 +98,20 @@ class Check:
 @dataclass
 class TierResult:
     tier: int
-    layout: str | None = None  # tier 2: where the CUDA wheels are (see Layout)
+    layout: str | None = None  # tier 2: where pip put the wheel and the CUDA wheels (see Layout)
     versions: str | None = None  # tier 2: which versions of them (NvidiaVersions)
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
+    unsupported: str | None = None  # tier 2: why the recipe declares the layout unsupported
 
     @property
     def passed(self) -> bool:
         return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def acceptable(self) -> bool:
+        """Whether the tier lets the wheel into dist/: it passed, or its layout is declared unsupported."""
+        return self.passed or self.unsupported is not None
 
     @property
     def label(self) -> str:
@@ -113,13 +123,13 @@ class TierResult:
 
 @dataclass(frozen=True)
 class Layout:
-    """One way pip may have laid out the CUDA wheels relative to the venv the wheel is installed in."""
+    """One way pip may have laid out the wheel and its CUDA wheels (data/layouts.yaml says it in words)."""
 
-    name: str  # "venv": in the venv itself; "system-site-packages": in the base under a --system-site-packages
-    #            venv; "target": in a folder `pip install --target` filled, on PYTHONPATH
+    name: str  # "venv": both in the venv; "system-site-packages": the wheel in a --system-site-packages venv,
+    #            the CUDA wheels in its base; "target": both in a folder `pip install --target` filled, on PYTHONPATH
     python: str  # the venv's interpreter
     site: str  # the folder holding nvidia/: every CUDA library mapped must come from under it
-    pythonpath: str | None = None
+    pythonpath: str | None = None  # "target": the folder, where the wheel is installed too
     versions: NvidiaVersions = "floors"  # the NVIDIA wheels it holds: at the Requires-Dist floors, or the newest
 
 
@@ -148,7 +158,9 @@ class ContainerMachine:
     runtime sites (NVIDIA's wheels unpacked, at the floors and the newest) and the probe are mounted read-only;
     a runtime site's nvidia/ is mounted where pip would have put it for each layout — the CUDA venv's
     site-packages, the base interpreter's (under a --system-site-packages venv) and a --target folder, at the
-    floors; a second venv's, at the newest — with the distributions' metadata linked beside it.
+    floors; a second venv's, at the newest — with the distributions' metadata linked beside it. One pip run into
+    the first venv serves the others that install the wheel in a venv (`copy_installed`); the --target folder
+    gets a pip run of its own, whose layout differs.
     """
 
     def __init__(
@@ -177,8 +189,8 @@ class ContainerMachine:
             Layout("target", "/smoke/targeted/bin/python", "/smoke/target", "/smoke/target"),
             Layout("venv", "/smoke/newest/bin/python", f"/smoke/newest/{site}", versions="newest"),
         ]
-        with as_file(PROBE_SOURCE) as probe:
-            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:/smoke/probe.py:ro"]
+        with as_file(PROBE_SOURCE) as probe, as_file(COPY_SOURCE) as copy:
+            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:/smoke/probe.py:ro", f"{copy}:/smoke/copy.py:ro"]
             mounts += [f"{runtime}:/smoke/runtime/{versions}:ro" for versions, runtime in runtimes.items()]
             mounts += [
                 f"{runtimes[layout.versions] / 'nvidia'}:{layout.site}/nvidia:ro"
@@ -232,17 +244,10 @@ class ContainerMachine:
         return self._exec([*pip, "--no-index", "--no-compile", *args])
 
     def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
-        """What pip installed into venv `source` (by its Python), copied into the venvs `targets`: one install
-        serves every venv here, as NVIDIA's wheels are mounted in each layout, not installed."""
-        # Every entry of the source venv's site-packages but NVIDIA's (mounted, or linked from the runtime site):
-        # the files pip wrote, its RECORD and metadata included, as a second pip run would write them.
-        site = f"lib/python{self.python}/site-packages"
-        destinations = " ".join(f'"{python.removesuffix("/bin/python")}/{site}/"' for python in targets)
-        script = (
-            f'cd "{source.removesuffix("/bin/python")}/{site}" && for entry in *; do [ -L "$entry" ] || '
-            f'[ "$entry" = nvidia ] || for to in {destinations}; do cp -a "$entry" "$to" || exit 1; done; done'
-        )
-        return self._exec(["sh", "-c", script])
+        """What pip installed into venv `source` (by its Python), copied into the venvs `targets` (by theirs)
+        file by file as its RECORD says, scripts naming their own venv's interpreter: what a pip run into each
+        would have written (smoke_copy.py)."""
+        return self._exec([self.base, "/smoke/copy.py", f"lib/python{self.python}/site-packages", source, *targets])
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
         return _outcomes(self._exec([python, "/smoke/probe.py", json.dumps(checks)]), checks)
@@ -372,7 +377,11 @@ def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
             statement, error = f"import {binary.module}", "ImportError"
         else:
             path = installed_path(binary.member, name.python).relative_to(site_packages(name.python))
-            statement = f'import ctypes, sysconfig; ctypes.CDLL(sysconfig.get_path("platlib") + "/{path}")'
+            # Wherever the layout put it: the first entry of sys.path that holds it, as an import would search.
+            statement = (
+                f"import ctypes, os, sys; ctypes.CDLL(next(p for p in (os.path.join(e, {str(path)!r}) "
+                "for e in sys.path) if os.path.isfile(p)))"
+            )
             error = "OSError"
         found.append(BinaryExpectation(statement, error, eager, any(lib.lower() == driver for lib in eager)))
     return found
@@ -482,11 +491,13 @@ def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copi
     return checks
 
 
-def _alone(machine: Machine, built: BuiltWheel) -> list[list[str]]:
-    """The installs of the wheel without its NVIDIA requirements: its other requirements, then the wheel."""
-    installs = [["--no-deps", machine.wheel]]
+def _alone(machine: Machine, built: BuiltWheel, target: str | None = None) -> list[list[str]]:
+    """The installs of the wheel without its NVIDIA requirements: its other requirements, then the wheel; into
+    the venv, or with `pip install --target` into `target`."""
+    into = ["--target", target] if target else []
+    installs = [[*into, "--no-deps", machine.wheel]]
     if machine.requirements:
-        installs.insert(0, ["--find-links", machine.requirements, *requirements(built.path)])
+        installs.insert(0, [*into, "--find-links", machine.requirements, *requirements(built.path)])
     return installs
 
 
@@ -510,14 +521,15 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
         for command in smoke_spec.with_cuda
     ]
     checks += nvrtc_compile(built, site, pythonpath)
-    if layout.name == "target":  # the CUDA wheels are not in the venv: pip must not look for them there
-        installs = _alone(machine, built)
+    if layout.name == "target":  # into the folder beside the CUDA wheels, where pip cannot check them
+        installs = _alone(machine, built, layout.pythonpath)
     else:
         # Its NVIDIA requirements are in place already; pip checks them and installs the rest, with the extras of
         # its optional CUDA components (not the source's own extras, such as dev or doc).
         found = ["--find-links", machine.requirements] if machine.requirements else []
         installs = [[*found, with_extras(machine.wheel, sorted(extras(built.variant)))]]
-    result = TierResult(2, layout.name, layout.versions)
+    unsupported = smoke_spec.unsupported_layouts.get(layout.name)
+    result = TierResult(2, layout.name, layout.versions, unsupported=unsupported)
     return _run_tier(result, machine, layout.python, installs, checks, installed)
 
 
@@ -661,11 +673,18 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         try:
             bare, layouts = machine.create_venvs()
             if isinstance(machine, ContainerMachine):
-                # One pip run serves every venv: the first layout's, copied into the others.
-                first, *others = [layout.python for layout in layouts]
-                installing = pool.submit(shared_install, machine, built, first, [bare, *others])
+                # One pip run serves every venv that holds the wheel: the first layout's, copied into the others;
+                # the --target folder gets its own (pip lays a wheel out differently there).
+                first, *others = [layout for layout in layouts if layout.name != "target"]
+                copies = [bare, *(layout.python for layout in others)]
+                installing = pool.submit(shared_install, machine, built, first.python, copies)
                 tiers = [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
-                tiers += [pool.submit(_once_installed, installing, tier2, machine, lay, built) for lay in layouts]
+                tiers += [
+                    pool.submit(tier2, machine, lay, built)
+                    if lay.name == "target"
+                    else pool.submit(_once_installed, installing, tier2, machine, lay, built)
+                    for lay in layouts
+                ]
             else:
                 tiers = [pool.submit(tier1, machine, bare, built)]
                 tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]

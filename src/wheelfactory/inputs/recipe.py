@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 from pydantic_core import PydanticCustomError
 
-from ..components import component_table, platforms, toolkit_table
+from ..components import component_table, install_layouts, platforms, toolkit_table
 from ..errors import InputError, Problem
 from .matrix import Matrix
 from .references import git_url_problem
@@ -91,6 +91,10 @@ class Smoke(Strict):
     needs_optional: list[str] = []
     # Commands that must succeed once the CUDA wheels are installed (tier 2).
     with_cuda: list[str] = []
+    # Layouts of data/layouts.yaml the package does not work in, each with the reason its users read (in the
+    # report and the variant's description), e.g. {target: "opens its library from sys.prefix"}. Their tier 2
+    # still runs, and reports, but does not keep the wheel out of dist/. Default: every layout is supported.
+    unsupported_layouts: dict[str, str] = {}
 
 
 class GpuCheck(Strict):
@@ -326,6 +330,27 @@ def _check_identity(recipe: Recipe, src: SourceMap) -> list[Problem]:
         except (SyntaxError, ValueError) as exc:
             detail = f"{exc.msg} (line {exc.lineno} of the {what})" if isinstance(exc, SyntaxError) else str(exc)
             problems.append(src.problem(at, f"not valid Python: {detail} — fix the code"))
+    return problems + _check_layouts(recipe, src)
+
+
+def _check_layouts(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """Each layout declared unsupported is one the smoke knows, not the plain venv, and has a reason: one line
+    its users read in the variant's description."""
+    problems = []
+    known = list(install_layouts())
+    for name, why in recipe.smoke.unsupported_layouts.items():
+        at: Loc = ("smoke", "unsupported_layouts", name)
+        if name == "venv":
+            message = (
+                "every package must work in a plain venv, where pip installs it by default — fix the package, or "
+                "declare only system-site-packages or target"
+            )
+            problems.append(src.problem(at, message, key=True))
+        elif name not in known:
+            problems.append(src.problem(at, f"unknown layout {name!r} — {did_you_mean(name, known[1:])}", key=True))
+        if not why.strip() or any(not c.isprintable() for c in why):
+            message = "the reason is one line of printable text its users read — say why the package fails there"
+            problems.append(src.problem(at, message))
     return problems
 
 
