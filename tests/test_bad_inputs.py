@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,17 +19,19 @@ from wheelfactory.cli import main
 
 CASES = Path(__file__).parent / "bad_inputs"
 # case -> its lines under both commands, or {render: [...]} for a problem only rendering meets (the source's own
-# files, which planning does not read).
-EXPECTED: dict[str, list[str] | dict[str, list[str]]] = yaml.safe_load(
-    (CASES / "expected.yaml").read_text(encoding="utf-8")
-)
+# files, which planning does not read); a cli- case -> {status: ..., stderr: [...]} of its own command line.
+EXPECTED: dict[str, Any] = yaml.safe_load((CASES / "expected.yaml").read_text(encoding="utf-8"))
+# A cli- case is a folder laid over the project, with the command line to run in the file `command-line`.
+COMMAND_LINE = "command-line"
+FILE_CASES = sorted(c for c in EXPECTED if not c.startswith("cli-"))
+COMMAND_LINE_CASES = sorted(c for c in EXPECTED if c.startswith("cli-"))
 
 
 def _install(case: str, root: Path) -> None:
     """A case is a matrix.yaml or a recipe.yaml for recipes/cuprobe/, or a folder laid over the project."""
     path = CASES / "cases" / case
     if path.is_dir():
-        shutil.copytree(path, root, dirs_exist_ok=True)
+        shutil.copytree(path, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(COMMAND_LINE))
         return
     file = path.with_suffix(".yaml")
     shutil.copy(file, root / "matrix.yaml" if case.startswith("matrix-") else root / "recipes/cuprobe/recipe.yaml")
@@ -48,7 +52,7 @@ def test_corpus_is_large_and_fully_specified() -> None:
     assert cases == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.parametrize("case", FILE_CASES)
 @pytest.mark.parametrize("command", ["render", "plan"])
 def test_bad_input_is_reported_at_its_place(
     case: str, command: str, project: Path, capsys: pytest.CaptureFixture[str]
@@ -69,6 +73,30 @@ def test_bad_input_is_reported_at_its_place(
     assert captured.err.splitlines() == expected
     assert captured.out == ""
     assert _snapshot(project / "build") == before
+
+
+@pytest.mark.parametrize("case", COMMAND_LINE_CASES)
+def test_bad_command_line_is_reported_with_the_rest(
+    case: str, project: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    """The options' problems with the files' (a value given twice counts once), and a step that failed drawn
+    failed. An expected line ending in `…` is the start of the line (what follows is the engine's own words);
+    durations are left out."""
+    argv = shlex.split((CASES / "cases" / case / COMMAND_LINE).read_text(encoding="utf-8"))
+    if "--image" in argv:
+        request.getfixturevalue("docker")  # the engine is asked for the image
+    _install(case, project)
+    capsys.readouterr()
+
+    status = main(["--root", str(project), *argv])
+
+    captured = capsys.readouterr()
+    lines = [re.sub(r" \(\d+s\)$", "", line) for line in captured.err.splitlines()]
+    expected: list[str] = EXPECTED[case]["stderr"]
+    assert (status, len(lines)) == (EXPECTED[case]["status"], len(expected)), captured.err
+    for line, wanted in zip(lines, expected, strict=True):
+        assert line.startswith(wanted[:-1]) if wanted.endswith("…") else line == wanted
+    assert not (project / "dist").exists()
 
 
 def test_cli_process_exits_2_without_traceback(project: Path) -> None:

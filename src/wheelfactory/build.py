@@ -66,6 +66,7 @@ def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> li
         )
     if not pythons:
         return available
+    pythons = list(dict.fromkeys(pythons))  # one given twice is asked once
     known = [c.python for c in available]
     unknown = [p for p in pythons if p not in known]
     if unknown:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 EXIT_INPUT = 2
 EXIT_TOOL = 3
+# Where a problem of the command line's options is said to be, as a file's are at file:line:col.
+COMMAND_LINE = "command line"
 
 
 @dataclass(frozen=True, order=True)

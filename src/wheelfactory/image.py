@@ -33,6 +33,7 @@ from .errors import ToolFailure, UserError
 from .host import machine
 from .plan import cpython_tag
 from .progress import step
+from .untrusted.shown import shown
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -130,12 +131,12 @@ def ensure_image(image: str, arch: str) -> None:
     if not is_local(image):
         with step(f"pull {image}"):
             pulled = host.run([host.container_engine(), "pull", image], "pulling", check=False, timeout=PULL_TIMEOUT_S)
-        if pulled.returncode != 0:
-            reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
-            raise ToolFailure(
-                f"cannot pull the build image {image}: {reason} — on a host without registry access, build the "
-                f"offline image with `{image_command(arch)}` and pass `-- --image {image_tag(arch)}`"
-            )
+            if pulled.returncode != 0:
+                reason = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
+                raise ToolFailure(
+                    f"cannot pull the build image {image}: {shown(reason)} — on a host without registry access, "
+                    f"build the offline image with `{image_command(arch)}` and pass `-- --image {image_tag(arch)}`"
+                )
     inspected = host.run(
         [host.container_engine(), "image", "inspect", "--format", "{{.Architecture}}", image],
         f"inspecting {image}",

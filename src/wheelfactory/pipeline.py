@@ -89,8 +89,9 @@ def check_wheel(built: BuiltWheel) -> WheelRecord:
     built.timings["audit"] = round(time.monotonic() - started, 1)
     if record.audit.passed:
         started = time.monotonic()
-        with step(f"smoke {built.path.name} (fresh venvs, no GPU)"):
+        with step(f"smoke {built.path.name} (fresh venvs, no GPU)") as outcome:
             record.smoke = smoke(built)
+            outcome.failed = not all(t.acceptable for t in record.smoke)
         built.timings["smoke"] = round(time.monotonic() - started, 1)
     return record
 
@@ -102,7 +103,7 @@ def check_wheels(wheels: list[BuiltWheel]) -> list[WheelRecord]:
 
 
 def build(request: BuildRequest) -> list[WheelRecord]:
-    plan = make_plan(request.root, request.matrix, request.recipes or None)
+    plan = make_plan(request.root, request.matrix, request.recipes or None, request.pythons)
     here = _target_platform(request)
     jobs: list[tuple[Variant, list[Cell], str | None]] = []
     for variant in _variants(plan, request.cuda):

@@ -17,8 +17,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from .components import OS, component_table, platforms, toolkit_table
-from .errors import InputError, Problem
+from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
+from .untrusted.shown import shown
 
 T = TypeVar("T")
 
@@ -348,30 +349,29 @@ def _without_recipe(paths: list[Path], root: Path) -> list[Problem]:
     return problems
 
 
-def make_plan(root: Path, matrix_path: Path | None = None, recipe_names: list[str] | None = None) -> Plan:
-    """Validate every input and expand it. Raises InputError listing every problem found."""
-    matrix = load_matrix(matrix_path or root / "matrix.yaml", root)
+def make_plan(
+    root: Path, matrix_path: Path | None = None, recipe_names: list[str] | None = None, pythons: list[str] | None = None
+) -> Plan:
+    """Validate every input and expand it: the files, and what the command line asks of them (`recipe_names`,
+    `pythons`; a value given twice counts once). Raises InputError listing every problem found, the command
+    line's with the files'."""
+    try:
+        matrix = load_matrix(matrix_path or root / "matrix.yaml", root)
+    except InputError as exc:
+        raise InputError([*exc.problems, *_python_problems(pythons or [], None, "")]) from None
+    problems = _python_problems(pythons or [], matrix.value.python, str(matrix.source.file))
     paths = recipe_paths(root)
     if recipe_names:
         by_name = {p.parent.name: p for p in paths}
-        missing = [n for n in recipe_names if n not in by_name]
+        missing = [n for n in dict.fromkeys(recipe_names) if n not in by_name]
         if missing:
             known = ", ".join(sorted(by_name)) or "none"
-            raise InputError(
-                [
-                    Problem(
-                        "recipes",
-                        1,
-                        1,
-                        f"no recipe named {', '.join(missing)} (known: {known}) — "
-                        "create recipes/<name>/recipe.yaml or fix the name",
-                    )
-                ]
-            )
-        paths = [by_name[n] for n in recipe_names]
+            message = f"no recipe named {', '.join(missing)} (known: {known}) — create recipes/<name>/recipe.yaml"
+            raise InputError([*problems, Problem(COMMAND_LINE, 1, 1, f"--recipe: {message} or fix the name")])
+        paths = [by_name[n] for n in dict.fromkeys(recipe_names)]
     if not paths:
-        raise InputError([Problem("recipes", 1, 1, "no recipes found — add recipes/<name>/recipe.yaml")])
-    problems = _without_recipe(paths, root)
+        raise InputError([*problems, Problem("recipes", 1, 1, "no recipes found — add recipes/<name>/recipe.yaml")])
+    problems += _without_recipe(paths, root)
     paths = [p for p in paths if p.exists() or p.is_symlink()]
     loaded: list[tuple[Loaded[Recipe], Path]] = []
     for path in paths:
@@ -383,6 +383,21 @@ def make_plan(root: Path, matrix_path: Path | None = None, recipe_names: list[st
     if problems:
         raise InputError(problems)
     return Plan(matrix, tuple(_variants(matrix.value, [(r.value, folder) for r, folder in loaded])))
+
+
+def _python_problems(pythons: list[str], known: list[str] | None, matrix: str) -> list[Problem]:
+    """Each --python is a CPython version the matrix (file `matrix`) builds (`known`; None: it did not load)."""
+    problems = []
+    for python in dict.fromkeys(pythons):
+        if not re.fullmatch(r"3\.\d{1,2}", python):
+            message = f"--python {shown(python)}: not a CPython version — write it as 3.12 (major.minor)"
+        elif known is not None and python not in known:
+            listed = ", ".join(known)
+            message = f"--python {python}: {matrix} builds {listed} — pick one of those or edit {matrix}"
+        else:
+            continue
+        problems.append(Problem(COMMAND_LINE, 1, 1, message))
+    return problems
 
 
 def _same_names(loaded: list[tuple[Loaded[Recipe], Path]]) -> list[Problem]:

@@ -622,11 +622,11 @@ def download_requirements(wheel: Path, into: Path) -> Path | None:
     command += lines
     with step(f"download the requirements of {wheel.name}: {', '.join(lines)}"):
         done = host.run(command, "pip download", check=False)
-    if done.returncode != 0:
-        raise ToolFailure(
-            f"{wheel.name}: cannot download its requirements {', '.join(lines)} for the smoke tiers — "
-            f"{host.tail(done.stderr, 6)}"
-        )
+        if done.returncode != 0:
+            raise ToolFailure(
+                f"{wheel.name}: cannot download its requirements {', '.join(lines)} for the smoke tiers — "
+                f"{host.tail(done.stderr, 6)}"
+            )
     return into
 
 

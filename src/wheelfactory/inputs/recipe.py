@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from ..components import component_table, install_layouts, platforms, toolkit_table
 from ..errors import InputError, Problem
+from ..untrusted.shown import shown
 from .matrix import Matrix
 from .references import git_url_problem
 from .validation import MISSING_HINTS, Loaded, Strict, did_you_mean, display, validate_leniently
@@ -33,6 +34,10 @@ _PACKAGE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODULE_PATTERN_RE = re.compile(r"^[A-Za-z0-9_*?\[\]!]+(\.[A-Za-z0-9_*?\[\]!]+)*$")
 # What the build environment gives every recipe: a recipe may refer to these, not set them.
 RESERVED_ENVIRONMENT = frozenset({"CUDA_HOME", "CUDA_PATH", "CUDAToolkit_ROOT", "CUDACXX", "CUDAHOSTCXX"})
+# Names Windows keeps for devices: no file or folder may have one, whatever its extension or case.
+WINDOWS_DEVICE_NAMES = frozenset(
+    {"con", "prn", "aux", "nul", *(f"{port}{n}" for port in ("com", "lpt") for n in [*"123456789", "¹", "²", "³"])}
+)
 DRIVER = "driver"  # the pseudo-component a module policy names to be allowed to link the driver eagerly
 
 
@@ -213,8 +218,13 @@ def check_recipe(
             lambda: _check_modules(recipe, src),
         ),
         ({"shared_libraries", "components", "optional"}, lambda: _check_shared_libraries(recipe, src)),
+        ({"modules", "shared_libraries", "device_code", "device_code_archs"}, lambda: _check_globs(recipe, src)),
+        ({"smoke", "optional"}, lambda: _check_optional_statements(recipe, src)),
         ({"cuda", "platforms", "dependencies", "environment"}, lambda: _check_per_major(recipe, src, wanted, windows)),
     ]
+    if windows:
+        fields = {"name", "import", "packages", "modules", "device_code", "source"}
+        checks.append((fields, lambda: _check_windows_names(recipe, src)))
     return [problem for fields, check in checks if not fields & skip for problem in check()]
 
 
@@ -394,7 +404,8 @@ def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
             req = Requirement(line)
         except InvalidRequirement as exc:
             reason = str(exc).splitlines()[0]  # packaging adds the line and a caret below
-            problems.append(src.problem(at, f'not a valid requirement: {reason} — write e.g. "numpy>=1.24"'))
+            message = f'{shown(line, quoted=True)} is not a valid requirement: {reason} — write e.g. "numpy>=1.24"'
+            problems.append(src.problem(at, message))
             continue
         if not published:
             build_names.add(canonicalize_name(req.name))
@@ -488,8 +499,9 @@ def _check_per_major(recipe: Recipe, src: SourceMap, built: list[int], windows: 
                 problems.append(src.problem(("dependencies", i, major), f"CUDA {major} {unbuilt}", key=True))
     for name, value in recipe.environment.items():
         at: Loc = ("environment", name)
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-            problems.append(src.problem(at, f"{name!r} is not an environment variable name", key=True))
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            message = f"{shown(name, quoted=True)} is not an environment variable name — letters, digits and '_'"
+            problems.append(src.problem(at, message, key=True))
         elif (reserved := _reserved(name, windows)) is not None:
             also = f" (Windows does not tell {name} from {reserved})" if reserved != name else ""
             message = f"the factory sets {reserved}{also} — use another variable (a value may refer to ${reserved})"
@@ -497,6 +509,15 @@ def _check_per_major(recipe: Recipe, src: SourceMap, built: list[int], windows: 
         for major in value if isinstance(value, dict) else ():
             if major not in built:
                 problems.append(src.problem((*at, major), f"CUDA {major} {unbuilt}", key=True))
+        for where, text in value.items() if isinstance(value, dict) else [(None, value)]:
+            # A tab is a blank like a space (cibuildwheel passes it through exactly); nothing else unprintable is.
+            control = next((c for c in text if not c.isprintable() and c != "\t"), None)
+            if control is not None:
+                message = (
+                    f"the value holds the control character {control!r} — a build variable is one line of "
+                    "printable text (spaces and tabs allowed)"
+                )
+                problems.append(src.problem(at if where is None else (*at, where), message))
     return problems
 
 
@@ -550,6 +571,79 @@ def _check_components(recipe: Recipe, src: SourceMap, platforms_of: dict[int, An
                         "or leave those platforms out of the recipe's platforms"
                     )
                     problems.append(src.problem(at, message))
+    return problems
+
+
+def unclosed_class(pattern: str) -> int | None:
+    """Where a `[` opens a character class that no `]` closes (fnmatch would read it as a plain `[`, which no
+    module or file name has), or None."""
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "[":
+            end = i + 1
+            end += pattern[end : end + 1] == "!"
+            end += pattern[end : end + 1] == "]"  # a `]` first in the class is one of its characters
+            close = pattern.find("]", end)
+            if close < 0:
+                return i
+            i = close
+        i += 1
+    return None
+
+
+def _check_globs(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """Every pattern a binary is named by is a pattern fnmatch reads as meant."""
+    patterns: list[tuple[Loc, str, bool]] = [
+        *((("modules", p), p, True) for p in recipe.modules),
+        *((("shared_libraries", p), p, True) for p in recipe.shared_libraries),
+        *((("device_code_archs", p), p, True) for p in recipe.device_code_archs),
+        *((("device_code", i), p, False) for i, p in enumerate(recipe.device_code)),
+    ]
+    problems = []
+    for at, pattern, key in patterns:
+        column = unclosed_class(pattern)
+        if column is not None:
+            message = (
+                f"{pattern!r}: the '[' at character {column + 1} opens a set of characters no ']' closes — close it "
+                "(pkg._mod[ab]), or drop it: no module or file name holds '['"
+            )
+            problems.append(src.problem(at, message, key=key))
+    return problems
+
+
+def _check_optional_statements(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """needs_optional statements fail while optional components are absent: there must be some."""
+    if recipe.smoke.needs_optional and not recipe.optional:
+        message = (
+            "the recipe declares no optional component, so nothing can be absent for these statements — declare "
+            "the components they need in optional, or move the statements to gpu_free"
+        )
+        return [src.problem(("smoke", "needs_optional"), message)]
+    return []
+
+
+def _check_windows_names(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """No package, module or folder named as a Windows device (aux, con, nul, com1…, with any extension, in any
+    case): such a file cannot exist on Windows, so the source cannot even be checked out there."""
+    names: list[tuple[Loc, str, bool, str]] = [
+        (("name",), recipe.name, False, "the recipe's folder"),
+        (("import",), recipe.import_name, False, "a package"),
+        *((("packages", i), p, False, "a package") for i, p in enumerate(recipe.packages)),
+        *((("modules", m), m, True, "a module") for m in recipe.modules),
+        *((("device_code", i), p, False, "a module") for i, p in enumerate(recipe.device_code)),
+    ]
+    if isinstance(recipe.source, PathSource):
+        names.append((("source", "path"), recipe.source.path, False, "a folder"))
+    problems = []
+    for at, value, key, what in names:
+        parts = re.split(r"[./\\]", value)
+        reserved = next((p for p in parts if p.split(".")[0].lower() in WINDOWS_DEVICE_NAMES), None)
+        if reserved is not None:
+            message = (
+                f"{reserved!r} ({what}) is a device name on Windows, which no file or folder may have there — "
+                "rename it, or leave Windows out of the recipe's platforms"
+            )
+            problems.append(src.problem(at, message, key=key))
     return problems
 
 
@@ -647,7 +741,7 @@ def _check_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> li
         release = toolkit_table().releases.get(toolkits[major])
         for i, arch in enumerate(archs):
             at: Loc = ("cuda_archs", major, i)
-            text = src.numbers.get(at, str(arch))
+            text = src.number(at) or str(arch)
             if re.match(r"^0[0-7]*[0-7]$|^0o", text):
                 message = (
                     f"{text} is read by YAML as the octal number {arch} (sm_{arch}) — write it without the leading 0"
@@ -671,6 +765,9 @@ def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap, 
         at: Loc = ("source", "path")
         if pure.is_absolute() or re.match(r"^[A-Za-z]:", source.path):
             message = f"{source.path!r} is absolute — give a path relative to the recipe's folder"
+            return [src.problem(at, message)]
+        if "\\" in source.path:
+            message = f"{source.path!r} is written with '\\' — write {str(pure)!r}: '/' is read the same on every OS"
             return [src.problem(at, message)]
         if ".." in pure.parts:
             message = f"{source.path!r} leaves the recipe's folder — keep the source inside it"

@@ -88,11 +88,10 @@ def _shown(value: object) -> str:
 def _message(err: Any, loc: Loc, source: SourceMap) -> str:
     kind = err["type"]
     if kind == "version_number":
-        text = source.numbers.get(loc, str(err["input"]))
-        return f'expected a version string like "12.9", got the number {text} — quote it: "{text}"'
-    if kind == "string_type" and loc in source.numbers:
-        text = source.numbers[loc]
-        return f'expected text, got the number {text} — quote it: "{text}"'
+        version = source.number(loc) or str(err["input"])
+        return f'expected a version string like "12.9", got the number {version} — quote it: "{version}"'
+    if kind == "string_type" and (number := source.number(loc)) is not None:
+        return f'expected text, got the number {number} — quote it: "{number}"'
     if kind in ("dict_type", "model_type"):
         return f"expected a mapping (key: value), got {_shown(err['input'])} — write it as a mapping"
     if kind == "list_type":
@@ -169,7 +168,8 @@ class Checked(Generic[T]):
 def validate_leniently(model: type[T], path: Path, display: str, stand_ins: dict[str, object]) -> Checked[T]:
     """Validate `path` as `model`, reporting every problem at once: a duplicate key keeps its first value, and a
     field that fails is set aside (its default, or its value in `stand_ins` when it has none) and the rest
-    validated again, so that one bad field hides nothing else."""
+    validated again, so that one bad field hides nothing else; an entry of a list that fails is set aside alone,
+    so that the checks of the list's other entries still speak (the source map names them where they are)."""
     data, source, problems = yamlsource.load(path, display)
     if data is None:
         return Checked(
@@ -183,6 +183,8 @@ def validate_leniently(model: type[T], path: Path, display: str, stand_ins: dict
         except ValidationError as exc:
             misspelt = frozenset(k.lower() for k in failed if k not in model_keys)
             problems += [p for p in problems_from(exc, source, misspelt, frozenset(failed)) if p not in problems]
+            if _set_aside_entries(data, exc, source):
+                continue
             newly = _failed_fields(exc, model)
             if not isinstance(data, dict) or not newly - failed:
                 break
@@ -190,6 +192,42 @@ def validate_leniently(model: type[T], path: Path, display: str, stand_ins: dict
             data = {k: v for k, v in data.items() if k not in failed}
             data.update({k: v for k, v in stand_ins.items() if k in failed})
     return Checked(None, source, problems, frozenset(failed))
+
+
+def _set_aside_entries(data: object, error: ValidationError, source: SourceMap) -> bool:
+    """Remove from `data` each list entry an error is about (the innermost list on its path), renumbering the
+    list in `source`; False when some error is about no list entry, so that whole fields must be set aside."""
+    entries: dict[Loc, set[int]] = {}
+    for err in error.errors():
+        container: object = data
+        path: list[str | int] = []
+        entry: tuple[Loc, int] | None = None
+        for part in err["loc"]:
+            if isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container):
+                entry = (tuple(path), part)
+                container = container[part]
+            elif isinstance(container, dict) and part in container:
+                container = container[part]
+            elif isinstance(part, str) and ("[" in part or _UNION_MEMBER.match(part)):
+                continue  # the member of a union pydantic tried: no place in the data
+            else:
+                break
+            path.append(part)
+        if entry is None or not entry[0]:
+            return False
+        entries.setdefault(entry[0], set()).add(entry[1])
+    for where, indices in entries.items():
+        container = data
+        for part in where:
+            container = container[part]  # type: ignore[index]
+        assert isinstance(container, list)
+        key = source.original(where)
+        kept = source.renumbered.get(key, list(range(len(container))))
+        for index in sorted(indices, reverse=True):
+            del container[index]
+            del kept[index]
+        source.renumbered[key] = kept
+    return True
 
 
 def _failed_fields(error: ValidationError, model: type[BaseModel]) -> set[str]:

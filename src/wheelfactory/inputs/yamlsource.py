@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from ..errors import InputError, Problem
+from ..untrusted.shown import one_line
 
 Loc = tuple[str | int, ...]
 
@@ -29,9 +30,25 @@ class SourceMap:
     values: dict[Loc, tuple[int, int]] = field(default_factory=dict)
     keys: dict[Loc, tuple[int, int]] = field(default_factory=dict)
     numbers: dict[Loc, str] = field(default_factory=dict)  # source text of numeric scalars
+    # Lists whose entries validation set aside (a list by where it is in the file -> each remaining entry's index
+    # in the file): the checks that read the rest name each entry where it is written.
+    renumbered: dict[Loc, list[int]] = field(default_factory=dict)
+
+    def original(self, loc: Loc) -> Loc:
+        """Where `loc`, a place in the data after entries were set aside, is in the file."""
+        found: list[str | int] = []
+        for part in loc:
+            indices = self.renumbered.get(tuple(found))
+            found.append(indices[part] if isinstance(part, int) and indices and 0 <= part < len(indices) else part)
+        return tuple(found)
+
+    def number(self, loc: Loc) -> str | None:
+        """The source text of the number at `loc`, if a number is written there."""
+        return self.numbers.get(self.original(loc))
 
     def position(self, loc: Loc, *, key: bool = False) -> tuple[int, int]:
         """The position of `loc`, or of its nearest ancestor that has one."""
+        loc = self.original(loc)
         for end in range(len(loc), -1, -1):
             prefix = loc[:end]
             if key and end == len(loc) and prefix in self.keys:
@@ -42,17 +59,19 @@ class SourceMap:
 
     def problem(self, loc: Loc, message: str, *, key: bool = False) -> Problem:
         line, col = self.position(loc, key=key)
-        where = format_loc(loc)
+        where = format_loc(self.original(loc))
         return Problem(str(self.file), line, col, f"{where}: {message}" if where else message)
 
 
 def format_loc(loc: Loc) -> str:
+    """Where a value is, as `cuda[0].platforms.linux-x86_64`; a key with a control character in it escaped, so
+    that the message stays one line."""
     text = ""
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
         else:
-            text += f".{part}" if text else str(part)
+            text += f".{one_line(part)}" if text else one_line(part)
     return text
 
 
