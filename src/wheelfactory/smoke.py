@@ -260,8 +260,9 @@ class ContainerMachine:
 class HostMachine:
     """Windows: the runner itself (the release pipeline smokes on a clean runner of another image). The CUDA
     wheels are installed for real, at the floors into the CUDA venv and with `pip install --target` into a folder
-    put on PYTHONPATH (tier 2 installs the wheel there the same way), and at the newest into a second venv; the --system-site-packages layout would install them
-    into the runner's own Python, which a developer's machine must not get, so it is left to the Linux tiers."""
+    put on PYTHONPATH (tier 2 installs the wheel there the same way), and at the newest into a second venv; the
+    --system-site-packages layout would install them into the runner's own Python, which a developer's machine
+    must not get, so it is left to the Linux tiers."""
 
     def __init__(
         self, wheel: Path, nvidia: dict[NvidiaVersions, tuple[Path, ...]], python: str, requirements: Path | None
