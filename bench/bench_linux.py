@@ -114,7 +114,7 @@ def main() -> int:
             HAND_WRITTEN.format(
                 image=args.image,
                 excludes=" ".join(f"--exclude '{e}'" for e in EXCLUDES),
-                archs=cmake_architectures(variant.cuda_archs),
+                archs=cmake_architectures(variant.cuda_archs("linux-x86_64")),
             )
         )
         env = {**os.environ, "WHEELFACTORY_CUDA_PREFIX": str(warm_toolkit.prefix)}

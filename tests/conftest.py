@@ -141,7 +141,7 @@ class Built(NamedTuple):
 def changed_environment(variant: Variant, **changes: str) -> dict[str, str]:
     """CIBW_ENVIRONMENT_LINUX: the variant's rendered environment with some variables changed. It replaces the
     rendered table as a whole, as a user's override would."""
-    values = {**linux_environment(variant), **changes}
+    values = {**linux_environment(variant, "linux-x86_64"), **changes}
     return {"CIBW_ENVIRONMENT_LINUX": " ".join(f'{k}="{v}"' for k, v in values.items())}
 
 

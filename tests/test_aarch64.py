@@ -62,6 +62,7 @@ def test_an_aarch64_wheel_is_built_repaired_audited_and_smoked_under_qemu(built_
         (2, "system-site-packages", True),
         (2, "target", True),
         (2, "venv", True),
+        (1, "beside cuprobe-cuda12x", True),
         (3, None, True),
     ]
     binaries = {b["module"]: b for b in entry["binaries"]}
@@ -78,7 +79,15 @@ def test_an_aarch64_wheel_is_built_repaired_audited_and_smoked_under_qemu(built_
     assert binaries["cuprobe.cuda._nccl"]["rpath"] == ["$ORIGIN/../../nvidia/nccl/lib"]
     # nvcc for aarch64 compiled the kernel: SASS for each architecture, PTX for the newest.
     device = binaries["cuprobe._device"]["gpu_code"]
-    assert {e["arch"] for e in device if e["kind"] == "sass"} == {f"sm_{a}" for a in built_aarch64.variant.cuda_archs}
+    assert {e["arch"] for e in device if e["kind"] == "sass"} == {
+        f"sm_{a}" for a in built_aarch64.variant.cuda_archs("linux-aarch64")
+    }
+    # linux-aarch64's own defaults for CUDA 13 (SBSA wheels serve Jetson from JetPack 7 on): the report says so.
+    products = entry["gpu_code"]["products"]
+    assert products["Jetson Thor (sm_110)"] == "natively (sm_110)"
+    assert products["Jetson Orin (sm_87)"] == "natively (sm_87)"
+    assert products["DGX Spark (GB10) (sm_121)"] == "natively (sm_120)"
+    assert products["GB300 (sm_103)"] == "natively (sm_100)"
     assert entry["toolkit"]["nvcc"]["version"].startswith("13.0.")  # asked of nvcc itself, under QEMU
 
 

@@ -7,7 +7,7 @@ import fnmatch
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from wheelfactory.components import component_table, gpu_generations, toolkit_table
+from wheelfactory.components import component_table, gpu_generations, platforms, toolkit_table
 
 # (component, major) -> distribution, Linux lib dir, a soname, Windows DLL dir, a DLL name; None = no wheel.
 VERIFIED = {
@@ -176,9 +176,11 @@ def test_every_release_lists_its_architectures_and_the_defaults_are_among_them()
     for release, settings in table.releases.items():
         assert settings.archs == tuple(sorted(set(settings.archs))), release
     for release, settings in table.releases.items():
-        missing = set(settings.cuda_archs) - set(settings.archs)
-        assert not missing, f"CUDA {release} defaults {sorted(missing)} are not in its list"
-        assert settings.cuda_archs == tuple(sorted(settings.cuda_archs)), release
+        for platform, defaults in {"": settings.cuda_archs, **settings.platform_archs}.items():
+            missing = set(defaults) - set(settings.archs)
+            assert not missing, f"CUDA {release} {platform} defaults {sorted(missing)} are not in its list"
+            assert defaults == tuple(sorted(defaults)), (release, platform)
+        assert set(settings.platform_archs) <= set(platforms()), release
     assert 101 in table.releases["12.9"].archs and 101 not in table.releases["13.0"].archs  # renamed sm_110
 
 
@@ -188,6 +190,16 @@ def test_cuda_12_defaults_reach_blackwell_where_nvcc_does() -> None:
     releases = toolkit_table().releases
     assert {100, 120} <= set(releases["12.9"].cuda_archs) and max(releases["12.9"].cuda_archs) == 120
     assert {100, 120} <= set(releases["13.0"].cuda_archs)
+
+
+def test_cuda_13_on_aarch64_adds_jetson_and_x86_64_keeps_the_release_defaults() -> None:
+    """CUDA 13's SBSA wheels serve Jetson Thor (sm_110) and, from JetPack 7.2, Orin (sm_87): SASS runs only within
+    its major and PTX only JITs upward, so only their own SASS reaches them. x86_64 and Windows are unchanged."""
+    release = toolkit_table().releases["13.0"]
+    aarch64 = release.default_archs("linux-aarch64")
+    assert set(aarch64) - set(release.cuda_archs) == {87, 110}
+    assert release.default_archs("linux-x86_64") == release.default_archs("windows-amd64") == release.cuda_archs
+    assert all(not r.platform_archs for name, r in toolkit_table().releases.items() if name != "13.0")
 
 
 def test_every_default_architecture_has_a_generation_in_words() -> None:

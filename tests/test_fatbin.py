@@ -21,10 +21,11 @@ from wheelfactory.binaries.fatbin import CONTAINER_MAGIC
 from wheelfactory.binaries.wheelfile import pack, read_binaries, read_device_code, unpack
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
-from wheelfactory.gpus import runs_on
+from wheelfactory.gpus import CodeSummary, minimum_driver, runs_on
 from wheelfactory.pipeline import existing
 from wheelfactory.plan import copy_inputs, make_plan
 from wheelfactory.repair import record_gpu_code
+from wheelfactory.toolkit.buildenv import gencode_flags, linux_environment
 
 from .conftest import Built, matrix_for
 from .cuobjdump import as_cuobjdump_names, listed, ptx_versions
@@ -49,7 +50,9 @@ def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
     # ...which is the ISA toolkits.yaml says the release writes.
     release = toolkit_table().releases[built.variant.cuda.toolkit]
     assert {e.ptx_isa for e in entries if e.kind == "ptx"} == {release.ptx_isa_version}
-    archs = built.variant.cuda_archs
+    archs = built.variant.cuda_archs("linux-x86_64")
+    # Compressed by default, SASS and PTX alike, and still read entry for entry.
+    assert all(e.compressed for e in entries), [(e.name, e.compression) for e in entries]
     assert {e.arch for e in entries if e.kind == "sass"} == set(archs)
     assert [e.arch for e in entries if e.kind == "ptx"] == [max(archs)]
     # The report says what the wheel runs on.
@@ -94,6 +97,37 @@ def test_the_reader_agrees_with_cuobjdump_on_every_kind_of_entry(
     assert [e.ptx_isa for e in entries if e.kind == "ptx"] == ptx_versions(cuobjdump, library)
     # An uncompressed cubin names the toolkit that made it.
     assert {e.toolkit for e in entries if e.kind == "sass" and not e.compressed} <= {"13.0"}
+
+
+def test_device_code_is_compressed_by_default_and_read_all_the_same(project: Path, tmp_path: Path) -> None:
+    """This host's nvcc 13.0 run with the NVCC_PREPEND_FLAGS the build gets (and a recipe's opt-out): every entry
+    compressed (zstd, 13.0's scheme) and every architecture still read; the opt-out leaves SASS plain."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.fail("needs nvcc 13 on PATH (the host's, from NVIDIA's pip wheels)")
+    variant = next(v for v in make_plan(project).variants if v.recipe.name == "cuprobe" and v.major == 13)
+    plain = replace(variant, recipe=variant.recipe.model_copy(update={"compress_device_code": False}))
+    (tmp_path / "k.cu").write_text(KERNEL + "__global__ void add(float *x, float y) { x[threadIdx.x] += y; }\n")
+    found = {}
+    for name, chosen in (("compressed", variant), ("plain", plain)):
+        flags = linux_environment(chosen, "linux-x86_64")["NVCC_PREPEND_FLAGS"].split()
+        flags = [f for f in flags if f != "-ccbin" and not f.startswith("/opt/")]  # the container's host compiler
+        library = tmp_path / f"{name}.so"
+        gencode = gencode_flags(chosen.cuda_archs("linux-x86_64")).split()
+        command = [nvcc, *flags, *gencode, "-shared", "-Xcompiler", "-fPIC", "-o", library, tmp_path / "k.cu"]
+        subprocess.run(command, check=True)
+        found[name] = read_device_code(library, "linux")
+    compressed, stored = found["compressed"], found["plain"]
+    assert [(e.kind, e.arch) for e in compressed] == [(e.kind, e.arch) for e in stored]
+    assert {e.compression for e in compressed} == {"zstd"}
+    assert {e.compression for e in stored if e.kind == "sass"} == {""}
+    assert sum(e.stored_bytes for e in compressed) < sum(e.stored_bytes for e in stored) / 2
+    # zstd needs CUDA 12.8's driver: no change for CUDA 13 (its floor reads it), a raised floor for CUDA 12.
+    summary = CodeSummary.of(compressed)
+    assert summary.zstd and minimum_driver(13, [], "linux", zstd=True).version == "580.65.06"
+    raised = minimum_driver(12, [], "linux", zstd=True)
+    assert (raised.version, raised.why) == ("570.26", "zstd-compressed device code needs the driver of CUDA 12.8")
+    assert minimum_driver(12, [], "linux").version == "525.60.13"
 
 
 def test_a_pe_files_fatbin_reads_as_the_elf_one(tmp_path: Path) -> None:
@@ -196,7 +230,7 @@ def test_an_undeclared_library_with_device_code_is_held_to_the_variants_architec
     if nvcc is None:
         pytest.fail("needs nvcc 13 on PATH (the host's, from NVIDIA's pip wheels)")
     (tmp_path / "k.cu").write_text(KERNEL)
-    archs = built13.variant.cuda_archs
+    archs = built13.variant.cuda_archs("linux-x86_64")
 
     def audited(*gencode: str) -> list[str]:
         tree = unpack(built13.wheel, tmp_path / f"tree{len(gencode)}")
@@ -228,7 +262,7 @@ def test_a_narrowed_module_passes_where_the_recipe_says_so(built12: Built, tmp_p
         "device_code_archs: {cuprobe._device: [80, 90]}\n"
     )
     variant = next(v for v in make_plan(root, matrix_for(root, build_image), ["cuprobe"]).variants if v.major == 12)
-    assert variant.device_code_archs("cuprobe._device") == (80, 90)
+    assert variant.gpu_archs("cuprobe._device", "linux-x86_64") == (80, 90)
     audit = audit_wheel(existing(built12.wheel, variant, build_image))
     assert audit.passed, audit.all_problems()
 

@@ -27,8 +27,10 @@ from wheelfactory.smoke import (
     register_decoys,
     shared_install,
     smoke,
+    standin_variant,
     tier1,
     tier2,
+    two_variants,
 )
 from wheelfactory.toolkit.provision import nvidia_wheels, provision, runtime_site
 
@@ -159,7 +161,7 @@ def test_a_system_cuda_does_not_hide_a_broken_wheel(built12: Built, decoy_image:
 
 
 def test_the_windows_smoke_machine_lays_out_real_installs(
-    built12: Built, build_image: str, monkeypatch: pytest.MonkeyPatch
+    built12: Built, build_image: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # HostMachine is what a Windows runner smokes with: real venvs, and NVIDIA's wheels installed by pip into one
     # and with --target into a folder on PYTHONPATH. No Windows host exists here; its code is the same on Linux
@@ -169,10 +171,12 @@ def test_the_windows_smoke_machine_lays_out_real_installs(
     monkeypatch.setenv("PATH", f"{python.prefix / 'bin'}{os.pathsep}{os.environ['PATH']}")  # as setup-python does
     built = existing(built12.wheel, built12.variant, build_image)
     nvidia = {versions: nvidia_wheels(built.path, versions) for versions in ("floors", "newest")}
-    machine = HostMachine(built.path, nvidia, "3.12", None)
+    neighbour = standin_variant(built.path, "cuprobe-cuda13x", tmp_path)
+    machine = HostMachine(built.path, nvidia, "3.12", None, neighbour)
     try:
         bare, layouts = machine.create_venvs()
         tiers = [tier1(machine, bare, built), *(tier2(machine, layout, built) for layout in layouts)]
+        tiers.append(two_variants(machine, bare, built))
     finally:
         machine.close()
     assert all(t.passed for t in tiers), [(t.label, c.name, c.detail) for t in tiers for c in t.checks if not c.ok]
@@ -181,8 +185,9 @@ def test_the_windows_smoke_machine_lays_out_real_installs(
         ("venv", "floors"),
         ("target", "floors"),
         ("venv", "newest"),
+        ("beside cuprobe-cuda13x", None),
     ]
-    for tier, layout in zip(tiers[1:], layouts, strict=True):
+    for tier, layout in zip(tiers[1:], layouts, strict=False):
         runtime = next(c for c in tier.checks if c.name.startswith("import cuprobe._runtime"))
         assert CUDART[12] in [Path(lib).name for lib in runtime.libraries]
         assert all(lib.startswith(str(Path(layout.site).resolve())) for lib in runtime.libraries), runtime.libraries
@@ -264,8 +269,8 @@ def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> 
     include/, the scripts in bin/ naming their own venv's interpreter, and RECORD saying so."""
     built = datalib.record.built
     runtimes = {v: runtime_site(built.toolkit, nvidia_wheels(built.path, v)) for v in ("floors", "newest")}
-    copied = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None)
-    installed = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None)
+    copied = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path)
+    installed = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path)
     try:
         bare, layouts = copied.create_venvs()
         first, *others = [layout.python for layout in layouts if layout.name != "target"]
@@ -291,3 +296,32 @@ def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> 
         for script in ("bin/datalib-info", "bin/datalib-version"):  # pip wrote each venv's own interpreter
             assert by_copy[prefix][script].startswith("0o100755"), (prefix, script)
         assert not [p for p in prefixes if p != prefix and by_copy[p]["bin/datalib-info"] == files["bin/datalib-info"]]
+
+
+def test_two_real_variants_in_one_venv_are_named_and_either_alone_is_silent(
+    built12: Built, built13: Built, tmp_path: Path
+) -> None:
+    """cuprobe-cuda12x and cuprobe-cuda13x installed by pip into one venv of this host, as a user may: the import
+    warns once naming both, the diagnostic fails saying so; each alone in a venv of its own says nothing."""
+    (python,) = [p for p in host_pythons() if p.version == "3.12"]
+
+    def venv(name: str, *wheels: Path) -> Path:
+        subprocess.run([python.prefix / "bin" / "python3", "-m", "venv", tmp_path / name], check=True)
+        pip = [tmp_path / name / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", *wheels]
+        subprocess.run(pip, check=True)
+        return tmp_path / name / "bin" / "python"
+
+    def run(interpreter: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([interpreter, *args], capture_output=True, text=True, check=False, cwd=tmp_path)
+
+    both = venv("both", built12.wheel, built13.wheel)
+    imported = run(both, "-c", "import cuprobe")
+    assert imported.returncode == 0 and imported.stderr.count("UserWarning") == 1, imported.stderr
+    for name in ("cuprobe-cuda12x", "cuprobe-cuda13x"):
+        assert name in imported.stderr
+    diagnostic = run(both, "-m", "cuprobe._cuda_variant")
+    assert diagnostic.returncode == 1 and "installed together: " in diagnostic.stdout, diagnostic.stdout
+    for built in (built12, built13):
+        alone = venv(f"alone{built.variant.major}", built.wheel)
+        assert not run(alone, "-W", "error", "-c", "import cuprobe").stderr
+        assert "installed together" not in run(alone, "-m", "cuprobe._cuda_variant").stdout

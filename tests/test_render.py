@@ -425,3 +425,23 @@ def test_cupy_keeps_its_readme_dependencies_and_extras_that_setup_py_computes(pr
     assert readme["content-type"] == "text/x-rst" and _readme_warnings(readme) is None
     assert readme["text"].startswith("This is the CUDA 13.x build of ``cupy`` (built against CUDA 13.0)")
     assert "NumPy & SciPy for GPU" in readme["text"]
+
+
+@pytest.mark.parametrize(("major", "aarch64_own"), [(12, False), (13, True)])
+def test_each_platform_builds_for_its_own_default_architectures(rendered: Path, major: int, aarch64_own: bool) -> None:
+    """cibuildwheel itself reads the rendered configuration for each build identifier: CUDA 13 on linux-aarch64
+    also compiles for Jetson Orin (sm_87) and Thor (sm_110), with the recipe's variables evaluated after them;
+    x86_64 keeps the release's defaults."""
+    from cibuildwheel.environment import parse_environment
+    from cibuildwheel.options import EnvironmentFormat, OptionsReader
+
+    reader = OptionsReader(rendered / f"cuprobe-cuda{major}x" / "pyproject.toml", platform="linux", env={})
+    seen = {}
+    for machine in ("x86_64", "aarch64"):
+        with reader.identifier(f"cp312-manylinux_{machine}"):
+            text = reader.get("environment", option_format=EnvironmentFormat())
+        values = parse_environment(text).as_dictionary(prev_environment={"PATH": "/usr/bin"})
+        seen[machine] = values["NVCC_GENCODE"]
+    assert "code=sm_110" not in seen["x86_64"] and "code=sm_87" not in seen["x86_64"]
+    assert ("code=sm_110" in seen["aarch64"] and "code=sm_87" in seen["aarch64"]) == aarch64_own
+    assert seen["x86_64"].endswith("code=compute_120") and seen["aarch64"].endswith("code=compute_120")

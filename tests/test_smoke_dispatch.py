@@ -78,9 +78,11 @@ def test_a_windows_wheel_is_smoked_on_the_windows_host(
     with pytest.raises(RuntimeError, match="recorded"):
         smoke.smoke(_built(_variant(project), wheel, None))
     (made,) = Recorder.made
-    # The host itself, with NVIDIA's wheels at the floors and the newest, installed for real.
+    # The host itself, with NVIDIA's wheels at the floors and the newest, installed for real; and a stand-in of
+    # the other variant, for the two-variants check.
     nvidia = {"floors": (Path("/floors.whl"),), "newest": (Path("/newest.whl"),)}
-    assert made == (wheel.resolve(), nvidia, "3.12", None)
+    assert made[:4] == (wheel.resolve(), nvidia, "3.12", None)
+    assert made[4].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-win_amd64.whl"
 
 
 def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_path: Path) -> None:
@@ -91,7 +93,9 @@ def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_
     runtimes = {"floors": Path("/runtime/floors"), "newest": Path("/runtime/newest")}
     # cuprobe uses NVRTC: its builtins under each runtime's nvidia/ become the container's decoy system copy.
     decoys = ("cuda_nvrtc/lib/libnvrtc-builtins.so.12.*", "cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.*")
-    assert made == ("quay.io/pypa/manylinux_2_28_x86_64", wheel.resolve(), runtimes, "3.12", None, decoys)
+    image = "quay.io/pypa/manylinux_2_28_x86_64"
+    assert made[:5] + made[6:] == (image, wheel.resolve(), runtimes, "3.12", None, decoys)
+    assert made[5].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
 
 
 def test_a_linux_host_says_it_cannot_smoke_a_windows_wheel(

@@ -124,7 +124,7 @@ def test_nvcc_and_cmake_compile_device_code_with_the_prefix(
     (tmp_path / "kernel.cu").write_text(KERNEL)
     (tmp_path / "CMakeLists.txt").write_text(CMAKE_PROJECT)
     # The very environment the rendered build configuration gives cibuildwheel, with the host seen at /host.
-    environment = linux_environment(variant, prefix=f"/host{toolkit.prefix}")
+    environment = linux_environment(variant, "linux-x86_64", prefix=f"/host{toolkit.prefix}")
     environment["WHEELFACTORY_COMPILER_CACHE"] = ""
     environment["WHEELFACTORY_COMPILER_CACHE_DIR"] = ""
     exports = "\n".join(f'export {k}="{v}"' for k, v in environment.items())  # in order: later ones refer back
@@ -135,7 +135,7 @@ def test_nvcc_and_cmake_compile_device_code_with_the_prefix(
         cd /host{tmp_path}
         nvcc --version | tail -2
         nvcc $NVCC_GENCODE -shared -Xcompiler -fPIC --cudart shared kernel.cu -o libplain.so -lcuda
-        "$CUDA_HOME/bin/nvcc" -arch=sm_{variant.cuda_archs[-1]} kernel.cu -o static_plain -lcuda
+        "$CUDA_HOME/bin/nvcc" -arch=sm_{variant.cuda_archs("linux-x86_64")[-1]} kernel.cu -o static_plain -lcuda
         cmake -S . -B /tmp/cmake-build
         cmake --build /tmp/cmake-build
         cp /tmp/cmake-build/libkernels.so /tmp/cmake-build/static_probe .

@@ -137,3 +137,82 @@ def test_an_optional_part_with_no_wheel_for_this_machine_is_said_so(
     assert variant["no_wheel"]("cudart") is None
     rows = {component: why for component, _, _, why in variant["report"]() if component}
     assert rows["nccl"] == "nvidia-nccl-cu11 has no linux aarch64 wheel"
+
+
+def _installed(site: Path, name: str, files: list[str]) -> None:
+    """Metadata of an installed distribution as pip writes it: <name>-<version>.dist-info with its RECORD."""
+    info = site / f"{name.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
+
+
+def test_two_distributions_of_one_package_are_named_at_import_and_by_the_diagnostic(
+    modules: dict[int, Path],
+) -> None:
+    """Beside the package: its own metadata, another variant's (whose RECORD holds the package's files too), a
+    legacy egg-info of the upstream package (top_level.txt), and a neighbour whose name only begins alike."""
+    site = modules[12].parent.parent
+    _installed(site, "cuprobe-cuda12x", ["cuprobe/__init__.py", "cuprobe/_cuda_variant.py"])
+    _installed(site, "cuprobe-extras", ["cuprobe_extras/__init__.py"])
+    alone = _python(modules[12], "-W", "error", "-c", "import cuprobe")
+    diagnostic = _python(modules[12], "-m", "cuprobe._cuda_variant")
+    assert alone.returncode == 0 and not alone.stderr, alone.stderr
+    assert diagnostic.returncode == 0 and "installed together" not in diagnostic.stdout
+
+    _installed(site, "cuprobe-cuda13x", ["cuprobe/__init__.py", "cuprobe/_cuda_variant.py"])
+    (site / "cuprobe-0.9-py3.12.egg-info").mkdir()
+    (site / "cuprobe-0.9-py3.12.egg-info" / "top_level.txt").write_text("cuprobe\n")
+    warned = _python(modules[12], "-c", "import cuprobe")
+    assert warned.returncode == 0
+    assert warned.stderr.count("UserWarning") == 1, warned.stderr
+    assert (
+        "cuprobe-cuda12x and cuprobe, cuprobe-cuda13x are installed together and provide the same package "
+        "'cuprobe'" in warned.stderr
+    )
+    assert "pip uninstall -y cuprobe-cuda12x cuprobe cuprobe-cuda13x" in warned.stderr
+    assert "cuprobe-extras" not in warned.stderr
+    strict = _python(modules[12], "-W", "error", "-c", "import cuprobe")
+    assert strict.returncode == 1 and "UserWarning: cuprobe-cuda12x and cuprobe" in strict.stderr
+    diagnostic = _python(modules[12], "-m", "cuprobe._cuda_variant")
+    assert diagnostic.returncode == 1
+    assert "installed together: cuprobe-cuda12x and cuprobe, cuprobe-cuda13x" in diagnostic.stdout
+
+
+def test_a_jetson_is_recognised_and_told_whether_nvidia_pip_wheels_run_on_it(modules: dict[int, Path]) -> None:
+    """The board and its L4T release stand in for /etc/nv_tegra_release and the device tree: CUDA 12's pip
+    wheels run on no Jetson, CUDA 13's need JetPack 7 (L4T R38)."""
+    thor = (0, "NVIDIA Jetson AGX Thor", 110)
+    for major, l4t, served, words in [
+        (12, (36, 4), False, "NVIDIA's CUDA 12 pip wheels, built for SBSA servers, do not run on a Jetson"),
+        (13, (36, 4), False, "NVIDIA's CUDA 13 pip wheels need JetPack 7 (L4T R38 or later) on a Jetson"),
+        (13, (38, 2), True, "NVIDIA's CUDA 13 pip wheels run on this JetPack"),
+    ]:
+        variant = _module(modules[major], [thor], "580.00", (13, 0))
+        variant["diagnose"].__globals__["_tegra"] = lambda l4t=l4t: (l4t, "NVIDIA Jetson AGX Thor Developer Kit")
+        lines, troubles = variant["diagnose"]()
+        jetson = next(line for line in lines if line.startswith("Jetson: "))
+        assert jetson.startswith("Jetson: NVIDIA Jetson AGX Thor Developer Kit, L4T R{}.{}".format(*l4t)), jetson
+        assert words in jetson
+        if not served:
+            assert troubles
+
+
+def test_the_products_of_each_platform_are_named_with_how_they_run(modules: dict[int, Path]) -> None:
+    """The planned code of cuprobe for CUDA 13: on linux-aarch64 Thor and Orin natively, DGX Spark through sm_120
+    SASS, GB300 through sm_100; on x86_64, B300 through sm_100 and no product left without code."""
+    namespace = runpy.run_path(str(modules[13]), run_name="cuprobe._cuda_variant")
+    aarch64, x86_64 = namespace["COVERS"]["linux-aarch64"], namespace["COVERS"]["linux-x86_64"]
+    assert aarch64["Jetson Thor (sm_110)"] == "natively (sm_110)"
+    assert aarch64["Jetson Orin (sm_87)"] == "natively (sm_87)"
+    assert aarch64["DGX Spark (GB10) (sm_121)"] == "natively (sm_120)"
+    assert aarch64["GB300 (sm_103)"] == "natively (sm_100)"
+    assert x86_64["B300 (sm_103)"] == "natively (sm_100)"
+    assert "Jetson Thor (sm_110)" not in x86_64
+    assert x86_64["Tesla V100 (sm_70)"] == "not at all (no kernel image)"  # CUDA 13 has no sm_70
+    namespace["diagnose"].__globals__["_platform"] = lambda: "linux-aarch64"
+    lines, _ = namespace["diagnose"]()
+    assert "GPUs of linux-aarch64 machines:" in lines and "  Jetson Thor (sm_110): natively (sm_110)" in lines
+    # CUDA 12's defaults are the same on both: Thor (sm_101 then) is not among them.
+    covers12 = runpy.run_path(str(modules[12]), run_name="cuprobe._cuda_variant")["COVERS"]
+    assert covers12["linux-aarch64"]["Jetson Thor (sm_110)"] == "not at all (no kernel image)"

@@ -35,7 +35,7 @@ from .binaries.fatbin import DeviceCode
 from .binaries.wheelcheck import check_wheel
 from .binaries.wheelfile import Binary, members, read_member
 from .built import BuiltWheel
-from .components import OS, component_table, toolkit_table
+from .components import OS, component_table, platforms, toolkit_table
 from .inputs import DRIVER
 from .plan import Variant
 from .render import VARIANT_MODULE
@@ -113,10 +113,11 @@ def _is_cuda(library: str, major: int, os_name: OS) -> bool:
 class _Checker:
     """The checks that do not depend on the binary format."""
 
-    def __init__(self, variant: Variant, os_name: OS, arch: str, in_wheel: set[str]) -> None:
+    def __init__(self, variant: Variant, platform: str, in_wheel: set[str]) -> None:
         self.variant = variant
-        self.os = os_name
-        self.arch = arch
+        self.platform = platform
+        self.os = platforms()[platform].os
+        self.arch = platforms()[platform].cibw_arch
         self.in_wheel = {n.lower() for n in in_wheel}
         self.table = component_table()
 
@@ -178,10 +179,10 @@ class _Checker:
                 )
             if entry.arch not in known.archs:
                 audit.problems.append(f"carries {entry.name}, which CUDA {release}'s nvcc cannot target")
-        archs = self.variant.gpu_archs(_binary_name(audit))
+        archs = self.variant.gpu_archs(_binary_name(audit), self.platform)
         if not archs or not entries:
             return
-        whose = "the variant's" if archs == self.variant.cuda_archs else "its device_code_archs'"
+        whose = "the variant's" if archs == self.variant.cuda_archs(self.platform) else "its device_code_archs'"
         native = {entry.arch for entry in entries if entry.kind == "sass"}
         missing = [f"sm_{arch}" for arch in archs if arch not in native]
         if missing:
@@ -377,7 +378,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     policy = _policy(name.platform_tag) if name.os == "linux" else None
     if name.os == "linux" and policy is None:
         problems.append(f"platform tag {name.platform_tag} is not a manylinux tag — the repair did not run")
-    checker = _Checker(variant, name.os, name.arch, {PurePosixPath(m).name for m in members(built.path)})
+    checker = _Checker(variant, name.platform, {PurePosixPath(m).name for m in members(built.path)})
     binaries = [
         _unreadable(b)
         if b.unreadable

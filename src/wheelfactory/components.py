@@ -205,6 +205,11 @@ class ToolkitRelease(_Frozen):
     ptx_isa: str  # the PTX ISA version its nvcc writes, "8.4"
     driver: DriverVersions  # the oldest driver of its GA: what its PTX needs to JIT
     cuda_archs: tuple[int, ...]  # default GPU architectures of a variant built with it
+    platform_archs: dict[str, tuple[int, ...]] = {}  # a platform's own defaults, where its GPUs differ
+
+    def default_archs(self, platform: str) -> tuple[int, ...]:
+        """The GPU architectures a variant is built for on `platform` when its recipe names none."""
+        return self.platform_archs.get(platform, self.cuda_archs)
 
     @property
     def ptx_isa_version(self) -> tuple[int, int]:
@@ -234,9 +239,14 @@ class Tool(_Frozen):
     executable: str  # its file under <name>-<version>.data/scripts/
 
 
+class ZstdDriver(DriverVersions):
+    release: str  # the first release whose nvcc writes zstd-compressed device code
+
+
 class ToolkitTable(_Frozen):
     releases: dict[str, ToolkitRelease]
     minor_version_drivers: dict[int, DriverVersions]  # the oldest driver that runs any release of a major
+    zstd_driver: ZstdDriver  # the oldest driver that reads zstd-compressed device code
     compiler_cache: Tool
     redist: RedistSettings
     debian: DebianSettings
@@ -267,6 +277,29 @@ def gpu_generations() -> dict[int, tuple[str, str]]:
     raw = _data("gpus.yaml")
     assert isinstance(raw, dict)
     return {int(arch): (str(generation), str(examples)) for arch, (generation, examples) in raw.items()}
+
+
+class Product(_Frozen):
+    name: str
+    arch: int  # sm_XY as XY
+    platforms: tuple[str, ...]  # the matrix platforms its machines are
+
+
+class JetsonFacts(_Frozen):
+    jetpack: dict[int, str]  # L4T major -> the JetPack release it belongs to
+    pip_wheels: dict[int, int | None]  # CUDA major -> the oldest L4T major where NVIDIA's pip wheels run, or none
+
+
+class ProductTable(_Frozen):
+    products: tuple[Product, ...]
+    jetson: JetsonFacts
+
+
+@cache
+def product_table() -> ProductTable:
+    """The GPUs users name, by architecture and platform, and what NVIDIA's pip wheels need on a Jetson
+    (data/products.yaml)."""
+    return ProductTable.model_validate(_data("products.yaml"))
 
 
 class InstallLayout(BaseModel):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from .binaries.fatbin import DeviceCode
-from .components import OS, gpu_generations, toolkit_table
+from .components import OS, gpu_generations, product_table, toolkit_table
 
 
 def generation(arch: int) -> str:
@@ -42,17 +42,40 @@ def runs_on(sass: list[int], ptx: list[int]) -> str:
     return "; ".join(parts)
 
 
+def how_it_runs(arch: int, sass: list[int], ptx: list[int]) -> str:
+    """How a GPU of architecture `arch` runs code of those SASS and PTX architectures, in words: natively (the
+    newest SASS of its own major no newer than it), by JIT (the newest PTX no newer than it), or not at all."""
+    native = [sm for sm in sass if sm // 10 == arch // 10 and sm <= arch]
+    if native:
+        return f"natively (sm_{max(native)})"
+    jit = [compute for compute in ptx if compute <= arch]
+    return f"by JIT of compute_{max(jit)}" if jit else "not at all (no kernel image)"
+
+
+def products_covered(sass: list[int], ptx: list[int], platform: str) -> dict[str, str]:
+    """Each GPU product of `platform` (data/products.yaml) -> how code of those architectures runs on it."""
+    return {
+        f"{p.name} (sm_{p.arch})": how_it_runs(p.arch, sass, ptx)
+        for p in product_table().products
+        if platform in p.platforms
+    }
+
+
 @dataclass(frozen=True)
 class DriverFloor:
     version: str
     why: str
 
 
-def minimum_driver(major: int, ptx_isas: list[tuple[int, int]], os: OS) -> DriverFloor:
+def minimum_driver(major: int, ptx_isas: list[tuple[int, int]], os: OS, zstd: bool = False) -> DriverFloor:
     """The oldest driver that runs the code: the major's minor-version floor, raised to the driver of the release
-    whose PTX ISA is the newest carried (a driver older than that rejects the PTX: "unsupported toolchain")."""
+    whose PTX ISA is the newest carried (a driver older than that rejects the PTX: "unsupported toolchain"), and
+    to the driver that reads zstd-compressed device code where the code is stored so."""
     table = toolkit_table()
     floor = DriverFloor(table.minor_version_drivers[major].on(os), f"CUDA {major}.x minor version compatibility")
+    if zstd and Version(table.zstd_driver.on(os)) > Version(floor.version):
+        release = table.zstd_driver.release
+        floor = DriverFloor(table.zstd_driver.on(os), f"zstd-compressed device code needs the driver of CUDA {release}")
     if not ptx_isas:
         return floor
     newest = max(ptx_isas)
@@ -69,11 +92,14 @@ def minimum_driver(major: int, ptx_isas: list[tuple[int, int]], os: OS) -> Drive
 
 @dataclass(frozen=True)
 class CodeSummary:
-    """A wheel's GPU code over all its binaries: the plain SASS architectures, the PTX ones, the newest PTX ISA."""
+    """A wheel's GPU code over all its binaries: the plain SASS architectures, the PTX ones, the newest PTX ISA,
+    whether any entry is stored zstd-compressed, and the bytes of device code as stored (compressed or not)."""
 
     sass: list[int]
     ptx: list[int]
     newest_isa: tuple[int, int] | None
+    zstd: bool = False
+    stored_bytes: int = 0
 
     @classmethod
     def of(cls, entries: Iterable[DeviceCode]) -> CodeSummary:
@@ -83,6 +109,8 @@ class CodeSummary:
             sorted({e.arch for e in found if e.kind == "sass" and not e.suffix}),
             sorted({e.arch for e in found if e.kind == "ptx"}),
             isas[-1] if isas else None,
+            any(e.compression == "zstd" for e in found),
+            sum(e.stored_bytes for e in found),
         )
 
     @property
@@ -90,15 +118,17 @@ class CodeSummary:
         return runs_on(self.sass, self.ptx)
 
 
-def code_facts(major: int, sass: list[int], ptx: list[int], ptx_isa: tuple[int, int] | None) -> dict[str, object]:
+def code_facts(
+    major: int, sass: list[int], ptx: list[int], ptx_isa: tuple[int, int] | None, zstd: bool = False
+) -> dict[str, object]:
     """What the variant module says of a wheel's GPU code: the plain SASS and PTX architectures, the newest PTX
-    ISA, and per OS the oldest driver that runs it (`sass_driver`: where SASS serves the GPU, no JIT)."""
+    ISA, and per OS the oldest driver that runs it (`sass_driver`: where SASS serves the GPU, no JIT) — zstd-
+    compressed code (`zstd`) raising both where its driver is newer."""
+    isas = [ptx_isa] if ptx_isa else []
     return {
         "sass": sorted(set(sass)),
         "ptx": sorted(set(ptx)),
         "ptx_isa": "{}.{}".format(*ptx_isa) if ptx_isa else None,
-        "minimum_driver": {
-            os: minimum_driver(major, [ptx_isa] if ptx_isa else [], os).version for os in ("linux", "windows")
-        },
-        "sass_driver": {os: minimum_driver(major, [], os).version for os in ("linux", "windows")},
+        "minimum_driver": {os: minimum_driver(major, isas, os, zstd).version for os in ("linux", "windows")},
+        "sass_driver": {os: minimum_driver(major, [], os, zstd).version for os in ("linux", "windows")},
     }

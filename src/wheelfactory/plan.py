@@ -94,11 +94,13 @@ class Variant:
         library's file name): the build must have put nvcc's device code in it."""
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.recipe.device_code)
 
-    def gpu_archs(self, name: str) -> tuple[int, ...]:
-        """The architectures a binary that carries device code (named in device_code or not) must have SASS for,
-        the newest also as PTX: the variant's, or those of them the recipe's device_code_archs narrows it to."""
+    def gpu_archs(self, name: str, platform: str) -> tuple[int, ...]:
+        """The architectures a binary that carries device code (named in device_code or not) must have SASS for
+        on `platform`, the newest also as PTX: the variant's, or those of them the recipe's device_code_archs
+        narrows it to."""
+        archs = self.cuda_archs(platform)
         narrowed = _most_specific(self.recipe.device_code_archs, name)
-        return self.cuda_archs if narrowed is None else tuple(a for a in self.cuda_archs if a in narrowed)
+        return archs if narrowed is None else tuple(a for a in archs if a in narrowed)
 
     @property
     def environment(self) -> dict[str, str]:
@@ -129,12 +131,17 @@ class Variant:
     def platforms(self) -> list[str]:
         return sorted({cell.platform for cell in self.cells})
 
-    @property
-    def cuda_archs(self) -> tuple[int, ...]:
-        """The GPU architectures device code is compiled for: the recipe's for this major, else the toolkit
-        release's default."""
-        archs = self.recipe.cuda_archs.get(self.major) or toolkit_table().releases[self.cuda.toolkit].cuda_archs
-        return tuple(sorted(archs))
+    def platforms_defaults_first(self) -> list[str]:
+        """The platforms, those built for the release's default GPU architectures before those with their own
+        (data/toolkits.yaml's platform_archs): what a rendered default is written for."""
+        own = toolkit_table().releases[self.cuda.toolkit].platform_archs
+        return sorted(self.platforms(), key=lambda name: (name in own, name))
+
+    def cuda_archs(self, platform: str) -> tuple[int, ...]:
+        """The GPU architectures device code is compiled for on `platform`: the recipe's for this major, else
+        the toolkit release's default for that platform."""
+        release = toolkit_table().releases[self.cuda.toolkit]
+        return tuple(sorted(self.recipe.cuda_archs.get(self.major) or release.default_archs(platform)))
 
 
 def platform_args(platform: str) -> tuple[str, ...]:

@@ -31,10 +31,11 @@ from .components import (
     gpu_generations,
     install_layouts,
     platforms,
+    product_table,
     toolkit_table,
 )
 from .errors import InputError, Problem, UserError
-from .gpus import code_facts, runs_on
+from .gpus import code_facts, products_covered, runs_on
 from .plan import Plan, Variant
 from .source_metadata import (
     Readme,
@@ -47,7 +48,7 @@ from .source_metadata import (
     source_requirements,
 )
 from .sources import package_dir, source_tree
-from .toolkit.buildenv import cibuildwheel_value, linux_environment, windows_environment
+from .toolkit.buildenv import architectures, cibuildwheel_value, linux_environment, windows_environment
 
 # The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
 PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"
@@ -298,12 +299,22 @@ def template_context(
             image = variant.cuda.platforms[name].image
             if option and image:
                 images[option] = image
+        first, *others = [name for name in variant.platforms_defaults_first() if name in by_os["linux"]]
         linux = {
             "archs": [platforms()[n].cibw_arch for n in by_os["linux"]],
             "images": images,
             "repair": linux_repair_command(variant),
-            "environment": {k: cibuildwheel_value(v) for k, v in linux_environment(variant).items()},
+            "environment": {k: cibuildwheel_value(v) for k, v in linux_environment(variant, first).items()},
             "before_all": f"sh {{project}}/{PREPARE_SCRIPT}",
+            # A platform whose GPU architectures differ gets them (and the recipe's variables, which may build on
+            # them) again, appended to the environment for its builds.
+            "overrides": {
+                f"*-{platforms()[name].identifier}": {
+                    k: cibuildwheel_value(v) for k, v in {**architectures(variant, name), **variant.environment}.items()
+                }
+                for name in others
+                if variant.cuda_archs(name) != variant.cuda_archs(first)
+            },
         }
     windows = None
     if by_os["windows"]:
@@ -408,23 +419,38 @@ def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, 
 
 def gpu_code_context(variant: Variant, siblings: list[Variant]) -> dict[str, object]:
     """What the variant module says of the GPUs the build serves: the device code planned (the repair writes what
-    the wheel's binaries really carry in its place), the oldest driver per OS, and the same for the recipe's other
-    CUDA majors, so that a GPU this variant has no code for is pointed at one that has."""
+    the wheel's binaries really carry in its place), the oldest driver per OS, the GPU products it covers, and the
+    same for the recipe's other CUDA majors, so that a GPU this variant has no code for is pointed at one that
+    has — per platform, whose default architectures may differ."""
 
-    def planned(v: Variant) -> dict[str, object]:
+    def planned(v: Variant, platform: str) -> dict[str, object]:
         release = toolkit_table().releases[v.cuda.toolkit]
-        facts = code_facts(v.major, list(v.cuda_archs), [max(v.cuda_archs)], release.ptx_isa_version)
+        archs = list(v.cuda_archs(platform))
+        facts = code_facts(v.major, archs, archs[-1:], release.ptx_isa_version)
         return {"dist_name": v.dist_name, "toolkit": v.cuda.toolkit, **facts}
 
+    names = variant.platforms_defaults_first()
+    first = variant.cuda_archs(names[0])
     return {
-        "gpu_code": planned(variant),
+        "gpu_code": planned(variant, names[0]),
         "narrowed": {
-            pattern: [a for a in variant.cuda_archs if a in kept]
-            for pattern, kept in variant.recipe.device_code_archs.items()
+            name: {
+                pattern: [a for a in variant.cuda_archs(name) if a in kept]
+                for pattern, kept in variant.recipe.device_code_archs.items()
+            }
+            for name in names
         },
-        "other_variants": {v.major: planned(v) for v in siblings},
+        "other_variants": {
+            name: {v.major: planned(v, name) for v in siblings if name in v.platforms()} for name in names
+        },
+        "covers": {
+            name: products_covered(list(variant.cuda_archs(name)), list(variant.cuda_archs(name)[-1:]), name)
+            for name in names
+        },
+        "jetson": product_table().jetson.pip_wheels.get(variant.major),
+        "jetpack": product_table().jetson.jetpack,
         "generations": {arch: generation for arch, (generation, _) in sorted(gpu_generations().items())},
-        "runs_on": runs_on(list(variant.cuda_archs), [max(variant.cuda_archs)]),
+        "runs_on": runs_on(list(first), list(first[-1:])),
     }
 
 

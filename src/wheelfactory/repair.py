@@ -24,7 +24,7 @@ from .binaries.wheelfile import Binary, pack, read_binaries, unpack
 from .built import BuiltWheel, RpathChange
 from .components import OS, component_table
 from .errors import ToolFailure
-from .gpus import CodeSummary, code_facts
+from .gpus import CodeSummary, code_facts, products_covered
 from .render import VARIANT_MODULE
 
 # Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
@@ -92,6 +92,7 @@ def read_binaries_of(built: BuiltWheel) -> None:
 
 _GPU_CODE_LINE = re.compile(r"^GPU_CODE = (.*)$", re.MULTILINE)
 _RUNS_ON_LINE = re.compile(r"^RUNS_ON = (.*)$", re.MULTILINE)
+_COVERS_LINE = re.compile(r"^COVERS = (.*)$", re.MULTILINE)
 
 
 def record_gpu_code(tree: Path, binaries: dict[str, Binary], built: BuiltWheel) -> bool:
@@ -99,6 +100,7 @@ def record_gpu_code(tree: Path, binaries: dict[str, Binary], built: BuiltWheel) 
     GPU code in each variant module of the unpacked wheel, so that `python -m pkg._cuda_variant` answers for this
     wheel, not for its recipe. Whether a module changed."""
     summary = CodeSummary.of(entry for binary in binaries.values() for entry in binary.fatbin)
+    covers = {built.cell.platform: products_covered(summary.sass, summary.ptx, built.cell.platform)}
     changed = False
     for package in built.variant.packages:
         module = tree.joinpath(*package.split("."), VARIANT_MODULE)
@@ -108,10 +110,11 @@ def record_gpu_code(tree: Path, binaries: dict[str, Binary], built: BuiltWheel) 
             continue
         shown = ast.literal_eval(planned.group(1))
         facts = {"dist_name": shown["dist_name"], "toolkit": shown["toolkit"]}
-        facts.update(code_facts(built.variant.major, summary.sass, summary.ptx, summary.newest_isa))
+        facts.update(code_facts(built.variant.major, summary.sass, summary.ptx, summary.newest_isa, summary.zstd))
         # Replaced as literal text (not a regex template): repr may hold backslashes.
         updated = text[: planned.start()] + f"GPU_CODE = {facts!r}" + text[planned.end() :]
         updated = _RUNS_ON_LINE.sub(lambda _: f"RUNS_ON = {summary.runs_on!r}", updated, count=1)
+        updated = _COVERS_LINE.sub(lambda _: f"COVERS = {covers!r}", updated, count=1)
         if updated != text:
             module.write_text(updated, encoding="utf-8")
             changed = True

@@ -14,7 +14,7 @@ from . import host
 from .audit import WheelAudit
 from .built import BuiltWheel
 from .components import install_layouts
-from .gpus import CodeSummary, minimum_driver
+from .gpus import CodeSummary, minimum_driver, products_covered
 from .progress import console
 from .smoke import TierResult
 from .untrusted.shown import one_line
@@ -102,7 +102,7 @@ def toolkit_json(built: BuiltWheel) -> dict[str, object]:
         "nvcc": {"version": toolkit.nvcc_version, "source": toolkit.nvcc.source, "from": toolkit.nvcc.detail},
         "driver_stub": toolkit.driver_stub,
         "components": toolkit.versions,
-        "cuda_archs": list(variant.cuda_archs),
+        "cuda_archs": list(variant.cuda_archs(built.cell.platform)),
         "host_compiler": run.host_compiler if run else None,
         "allow_unsupported_compiler": variant.recipe.allow_unsupported_compiler,
         "compiler_cache": run.compiler_cache if run else None,
@@ -116,12 +116,18 @@ def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
     entries = {entry for binary in built.binaries.values() for entry in binary.fatbin}
     ordered = sorted(entries, key=lambda e: (e.arch, e.suffix))
     summary = CodeSummary.of(entries)
-    floor = minimum_driver(built.variant.major, [summary.newest_isa] if summary.newest_isa else [], built.name.os)
+    isas = [summary.newest_isa] if summary.newest_isa else []
+    floor = minimum_driver(built.variant.major, isas, built.name.os, summary.zstd)
     return {
         "sass": list(dict.fromkeys(e.name for e in ordered if e.kind == "sass")),
         "ptx": list(dict.fromkeys(f"{e.name} (ISA {e.as_json()['ptx_isa']})" for e in ordered if e.kind == "ptx")),
         "ptx_isa": "{}.{}".format(*summary.newest_isa) if summary.newest_isa else None,
         "runs_on": summary.runs_on,
+        # Every entry's bytes as stored, and how they are stored (device code is compressed unless the recipe
+        # says compress_device_code: false).
+        "device_code_bytes": summary.stored_bytes,
+        "compression": sorted({e.compression or "none" for e in entries}),
+        "products": products_covered(summary.sass, summary.ptx, built.cell.platform),
         "minimum_driver": {"version": floor.version, "why": floor.why},
     }
 

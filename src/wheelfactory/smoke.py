@@ -17,6 +17,9 @@ allows: a module that opens CUDA lazily must import without it.
    error it gives. Where the wheel uses NVRTC, a kernel is compiled to CUBIN (no GPU needed) while a decoy
    system copy of NVRTC's builtins is registered with ldconfig in the container: the builtins NVRTC opens must
    come from the layout's NVIDIA wheels all the same.
+   Beside it, the wheel and a stand-in of another variant (the same files under the other major's distribution
+   name) installed into one folder, as a user may by mistake: the import warns, naming both, and `python -m
+   pkg._cuda_variant` fails saying so — where tier 1 proves both silent with the wheel alone.
 3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
 
 Each tier's checks run in one call into the machine (data/../smoke_probe.py), each check in a fresh interpreter.
@@ -47,13 +50,13 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .binaries.wheelfile import WheelName, metadata, metadata_of, with_extras
+from .binaries.wheelfile import WheelName, metadata, metadata_of, pack, unpack, with_extras
 from .built import BuiltWheel
-from .components import NO_WHEEL, component_table
+from .components import NO_WHEEL, component_table, toolkit_table
 from .errors import ToolFailure, UserError
 from .plan import Variant, cpython_tag
 from .progress import step
-from .render import CLASSIFIER_GPU, extras, nvidia_dependencies
+from .render import CLASSIFIER_GPU, VARIANT_MODULE, extras, nvidia_dependencies
 from .repair import installed_path, needed_components, site_packages
 from .toolkit.provision import NvidiaVersions, nvidia_requirements, nvidia_wheels, runtime_site
 
@@ -115,7 +118,8 @@ class TierResult:
 
     @property
     def label(self) -> str:
-        return f"tier {self.tier}" + (f" ({self.layout}, {self.versions})" if self.layout else "")
+        where = ", ".join(part for part in (self.layout, self.versions) if part)
+        return f"tier {self.tier}" + (f" ({where})" if where else "")
 
     def as_json(self) -> dict[str, object]:
         return {**asdict(self), "passed": self.passed}
@@ -138,6 +142,8 @@ class Machine(Protocol):
 
     wheel: str  # the wheel under test, as this machine sees it
     requirements: str | None  # the folder of its non-CUDA requirements' wheels, as this machine sees it
+    neighbour: str  # the stand-in of another variant of the wheel (standin_variant), as this machine sees it
+    side_by_side: str  # a folder, absent until pip --target fills it with the wheel and its neighbour
 
     def create_venvs(self) -> tuple[str, list[Layout]]:
         """(a bare venv's Python, the layouts of the CUDA wheels, each with a venv of its own)."""
@@ -170,6 +176,7 @@ class ContainerMachine:
         runtimes: dict[NvidiaVersions, Path],
         python: str,
         requirements: Path | None,
+        neighbour: Path,
         decoys: tuple[str, ...] = (),
     ) -> None:
         self.engine = host.container_engine()
@@ -178,6 +185,7 @@ class ContainerMachine:
         self.decoys = decoys
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
+        self.neighbour, self.side_by_side = f"/smoke/neighbour/{neighbour.name}", "/smoke/side-by-side"
         self.runtimes = runtimes  # on the host: the NVIDIA wheels the layouts mount
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
         self.base, self.python = f"{prefix}/bin/python", python
@@ -191,6 +199,7 @@ class ContainerMachine:
         ]
         with as_file(PROBE_SOURCE) as probe, as_file(COPY_SOURCE) as copy:
             mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:/smoke/probe.py:ro", f"{copy}:/smoke/copy.py:ro"]
+            mounts.append(f"{neighbour.parent}:/smoke/neighbour:ro")
             mounts += [f"{runtime}:/smoke/runtime/{versions}:ro" for versions, runtime in runtimes.items()]
             mounts += [
                 f"{runtimes[layout.versions] / 'nvidia'}:{layout.site}/nvidia:ro"
@@ -265,10 +274,16 @@ class HostMachine:
     must not get, so it is left to the Linux tiers."""
 
     def __init__(
-        self, wheel: Path, nvidia: dict[NvidiaVersions, tuple[Path, ...]], python: str, requirements: Path | None
+        self,
+        wheel: Path,
+        nvidia: dict[NvidiaVersions, tuple[Path, ...]],
+        python: str,
+        requirements: Path | None,
+        neighbour: Path,
     ) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
         self.wheel, self.nvidia, self.python_version = str(wheel), nvidia, python
+        self.neighbour, self.side_by_side = str(neighbour), str(self.scratch / "side-by-side")
         self.requirements = str(requirements) if requirements else None
         self.probe_path = self.scratch / "smoke_probe.py"
         self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
@@ -462,7 +477,57 @@ def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Chec
     no_wheel = optional_without_wheel(built)
     hint = no_wheel or "pip install"
     checks += [_expect(s, "ImportError", hint=hint) for s in smoke_spec.needs_optional]
+    module = variant_module(built)
+    checks.append(
+        (
+            f"python -m {module} → exit 0, no other distribution provides the package",
+            {"command": ["python", "-m", module], "silent_of": "installed together"},
+        )
+    )
     return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks, installed)
+
+
+def variant_module(built: BuiltWheel) -> str:
+    return f"{built.variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}"
+
+
+def neighbour_name(variant: Variant) -> str:
+    """The distribution a user most likely installs beside this variant: the recipe's variant for another CUDA
+    major (the newest other one it builds), or the upstream package's own name where it builds only one."""
+    majors = variant.recipe.cuda or sorted(toolkit_table().minor_version_drivers)
+    others = [m for m in majors if m != variant.major]
+    return f"{variant.recipe.name}-cuda{max(others)}x" if others else variant.recipe.name
+
+
+def standin_variant(wheel: Path, name: str, into: Path) -> Path:
+    """A copy of `wheel` under the distribution name `name` — the same files, metadata of its own — in `into`:
+    what pip leaves behind when a user installs two variants of one package."""
+    tree = unpack(wheel, into / "tree")
+    (info,) = tree.glob("*.dist-info")
+    renamed = info.with_name(f"{canonicalize_name(name).replace('-', '_')}-{info.name.split('-', 1)[1]}")
+    info.rename(renamed)
+    text = (renamed / "METADATA").read_text(encoding="utf-8")
+    (renamed / "METADATA").write_text(re.sub(r"(?m)^Name: .*$", f"Name: {name}", text, count=1), encoding="utf-8")
+    (into / "wheel").mkdir()
+    return pack(tree, into / "wheel")
+
+
+def two_variants(machine: Machine, python: str, built: BuiltWheel) -> TierResult:
+    """The wheel and a stand-in of another variant installed into one place, as a user may by mistake: the
+    import warns once, naming both distributions, and the variant module's diagnostic fails saying so. (Alone,
+    in tiers 1 and 2, the import is silent: their interpreters turn any warning into an error.)"""
+    other = neighbour_name(built.variant)
+    installs = _alone(machine, built, machine.side_by_side)
+    installs[-1].append(machine.neighbour)
+    module, folder = variant_module(built), machine.side_by_side
+    checks = [
+        _expect(f"import {built.variant.recipe.import_name}", "UserWarning", hint=other, pythonpath=folder),
+        (
+            f"python -m {module} → exit 1, naming {other}",
+            {"command": ["python", "-m", module], "pythonpath": folder, "exit": 1, "says": other},
+        ),
+    ]
+    return _run_tier(TierResult(1, f"beside {other}"), machine, python, installs, checks)
 
 
 def optional_without_wheel(built: BuiltWheel) -> str | None:
@@ -544,7 +609,7 @@ def nvrtc_compile(built: BuiltWheel, site: str, pythonpath: str | None) -> list[
     layout = entry.layout(built.name.os, built.name.arch) if entry else None
     if layout is None:
         return []
-    arch = max(variant.cuda_archs)
+    arch = max(variant.cuda_archs(built.cell.platform))
     folder = layout.lib_dir if built.name.os == "linux" else layout.dll_dir
     library = f"{glob.escape(site)}/**/{folder}/{layout.libraries[0]}"
     statement = NVRTC_COMPILE.format(package=variant.recipe.import_name, library=library, arch=arch)
@@ -663,14 +728,17 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
     nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v) for v in ("floors", "newest")}
     with tempfile.TemporaryDirectory(prefix="smoke-requirements-") as scratch, ThreadPoolExecutor(8) as pool:
         metadata_tier = pool.submit(tier3, wheel, built.variant)  # while the machine starts
-        found = download_requirements(wheel, Path(scratch))
+        (Path(scratch) / "neighbour").mkdir()
+        neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
+        (Path(scratch) / "requirements").mkdir()
+        found = download_requirements(wheel, Path(scratch) / "requirements")
         machine: Machine
         if built.image is not None and name.os == "linux":
             runtimes = {versions: runtime_site(built.toolkit, wheels) for versions, wheels in nvidia.items()}
             decoys = nvrtc_decoys(built.variant)
-            machine = ContainerMachine(built.image, wheel, runtimes, name.python, found, decoys)
+            machine = ContainerMachine(built.image, wheel, runtimes, name.python, found, neighbour, decoys)
         else:
-            machine = HostMachine(wheel, nvidia, name.python, found)
+            machine = HostMachine(wheel, nvidia, name.python, found, neighbour)
         try:
             bare, layouts = machine.create_venvs()
             if isinstance(machine, ContainerMachine):
@@ -686,9 +754,11 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
                     else pool.submit(_once_installed, installing, tier2, machine, lay, built)
                     for lay in layouts
                 ]
+                tiers.append(pool.submit(two_variants, machine, bare, built))
             else:
                 tiers = [pool.submit(tier1, machine, bare, built)]
                 tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
+                tiers.append(pool.submit(two_variants, machine, bare, built))
             results = [tier.result() for tier in tiers]
         finally:
             machine.close()

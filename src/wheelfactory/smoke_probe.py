@@ -8,7 +8,9 @@ Each check runs in its own fresh interpreter (`python -W error -I`), so one impo
      "site": the directory every CUDA library loaded must come from, or null,
      "cuda_libraries": file-name patterns of CUDA's libraries (every major's, and the driver),
      "pythonpath": PYTHONPATH for the check (then `-s` instead of `-I`), or null}
-    {"command": ["python", "-m", "pkg"], "pythonpath": ...}    a program that must exit 0 without a traceback
+    {"command": ["python", "-m", "pkg"], "pythonpath": ...,     a program that must exit 0 (or "exit") without a
+     "exit": 0, "says": text or null, "silent_of": text or null}  traceback, its output saying "says" and not
+                                                                  "silent_of"
 An outcome: {"ok": bool, "detail": "...", "libraries": [mapped CUDA libraries]}.
 
 Statements are run some fifty times per wheel. Where the OS can fork (Linux), one interpreter is started per set of
@@ -94,7 +96,8 @@ def _interpreter(pythonpath: object) -> list[str]:
 
 
 def _command(spec: dict[str, object]) -> dict[str, object]:
-    """Run a program (`python` is the venv's) and judge it: exit 0, no traceback."""
+    """Run a program (`python` is the venv's) and judge it: the exit status expected (0 unless told), no
+    traceback, and what it must say and must not."""
     import subprocess
 
     command = [str(a) for a in spec["command"]]  # type: ignore[attr-defined]
@@ -103,7 +106,13 @@ def _command(spec: dict[str, object]) -> dict[str, object]:
         argv, capture_output=True, text=True, timeout=300, env=_environment(spec.get("pythonpath"))
     )
     output = (program.stdout + program.stderr).strip()
-    ok = program.returncode == 0 and "Traceback" not in output
+    says, silent_of = spec.get("says"), spec.get("silent_of")
+    ok = (
+        program.returncode == spec.get("exit", 0)
+        and "Traceback" not in output
+        and (not says or str(says) in output)
+        and (not silent_of or str(silent_of) not in output)
+    )
     return {"ok": ok, "detail": f"exit {program.returncode}: {output[-2000:]}"}
 
 

@@ -15,9 +15,10 @@ RPATH serves the component itself and only those are loaded — or their folders
 
 `python -m pycuda._cuda_variant` says where each library comes from and why, which GPUs the wheel's code runs on,
 what this machine's GPUs and driver are, whether each GPU has code here (and which other build has it when not),
-and whether NVRTC is newer than the driver. Its exit status is 1 when a GPU here has no code or the driver is too
-old. An uncaught "no kernel image", "unsupported toolchain" or "driver version is insufficient" error gets a line
-pointing at it.
+and whether NVRTC is newer than the driver. Its exit status is 1 when a GPU here has no code, the driver is too
+old, or another installed distribution (another variant, the upstream package) provides the same package — which
+the import also warns of, once. An uncaught "no kernel image", "unsupported toolchain" or "driver version is
+insufficient" error gets a line pointing at it.
 """
 
 # `python -m pycuda._cuda_variant` runs this module again after the package imported it; runpy warns about that
@@ -48,11 +49,26 @@ NO_WHEEL = '{distribution} has no {where} wheel'
 # binaries really carry in its place.
 GPU_CODE = {'dist_name': 'pycuda-cuda12x', 'toolkit': '12.9', 'sass': [70, 75, 80, 86, 89, 90, 100, 120], 'ptx': [120], 'ptx_isa': '8.8', 'minimum_driver': {'linux': '575.51.03', 'windows': '576.02'}, 'sass_driver': {'linux': '525.60.13', 'windows': '527.41'}}
 RUNS_ON = 'Volta to Blackwell natively (sm_70–sm_120); newer GPUs via JIT of compute_120'
-# Binaries (patterns) built on purpose for fewer architectures: those they carry.
-NARROWED = {}
-# The recipe's builds for the other CUDA majors: where to send a GPU this one has no code for.
-OTHER_VARIANTS = {11: {'dist_name': 'pycuda-cuda11x', 'toolkit': '11.8', 'sass': [60, 70, 75, 80, 86, 90], 'ptx': [90], 'ptx_isa': '7.8', 'minimum_driver': {'linux': '520.61.05', 'windows': '520.06'}, 'sass_driver': {'linux': '450.80.02', 'windows': '452.39'}}, 13: {'dist_name': 'pycuda-cuda13x', 'toolkit': '13.0', 'sass': [75, 80, 86, 89, 90, 100, 120], 'ptx': [120], 'ptx_isa': '9.0', 'minimum_driver': {'linux': '580.65.06', 'windows': '580.88'}, 'sass_driver': {'linux': '580.65.06', 'windows': '580.88'}}}
+# Per platform (its default architectures may differ): the GPU products the code covers, and how (the repair
+# writes the wheel's own); binaries (patterns) built on purpose for fewer architectures, and those they carry; the
+# recipe's builds for the other CUDA majors, where to send a GPU this one has no code for.
+COVERS = {'linux-aarch64': {'A100 (sm_80)': 'natively (sm_80)', 'Jetson Orin (sm_87)': 'natively (sm_86)', 'GH200 (sm_90)': 'natively (sm_90)', 'GB200 (sm_100)': 'natively (sm_100)', 'GB300 (sm_103)': 'natively (sm_100)', 'Jetson Thor (sm_110)': 'not at all (no kernel image)', 'DGX Spark (GB10) (sm_121)': 'natively (sm_120)'}, 'linux-x86_64': {'Tesla P100 (sm_60)': 'not at all (no kernel image)', 'Tesla V100 (sm_70)': 'natively (sm_70)', 'Tesla T4 / GeForce RTX 20 (sm_75)': 'natively (sm_75)', 'A100 (sm_80)': 'natively (sm_80)', 'A10 / A40 / GeForce RTX 30 (sm_86)': 'natively (sm_86)', 'L4 / L40S / GeForce RTX 40 (sm_89)': 'natively (sm_89)', 'H100 / H200 (sm_90)': 'natively (sm_90)', 'B200 (sm_100)': 'natively (sm_100)', 'B300 (sm_103)': 'natively (sm_100)', 'GeForce RTX 50 / RTX PRO 6000 Blackwell (sm_120)': 'natively (sm_120)'}}
+NARROWED = {'linux-aarch64': {}, 'linux-x86_64': {}}
+OTHER_VARIANTS = {'linux-aarch64': {11: {'dist_name': 'pycuda-cuda11x', 'toolkit': '11.8', 'sass': [60, 70, 75, 80, 86, 90], 'ptx': [90], 'ptx_isa': '7.8', 'minimum_driver': {'linux': '520.61.05', 'windows': '520.06'}, 'sass_driver': {'linux': '450.80.02', 'windows': '452.39'}}, 13: {'dist_name': 'pycuda-cuda13x', 'toolkit': '13.0', 'sass': [75, 80, 86, 87, 89, 90, 100, 110, 120], 'ptx': [120], 'ptx_isa': '9.0', 'minimum_driver': {'linux': '580.65.06', 'windows': '580.88'}, 'sass_driver': {'linux': '580.65.06', 'windows': '580.88'}}}, 'linux-x86_64': {11: {'dist_name': 'pycuda-cuda11x', 'toolkit': '11.8', 'sass': [60, 70, 75, 80, 86, 90], 'ptx': [90], 'ptx_isa': '7.8', 'minimum_driver': {'linux': '520.61.05', 'windows': '520.06'}, 'sass_driver': {'linux': '450.80.02', 'windows': '452.39'}}, 13: {'dist_name': 'pycuda-cuda13x', 'toolkit': '13.0', 'sass': [75, 80, 86, 89, 90, 100, 120], 'ptx': [120], 'ptx_isa': '9.0', 'minimum_driver': {'linux': '580.65.06', 'windows': '580.88'}, 'sass_driver': {'linux': '580.65.06', 'windows': '580.88'}}}}
 GENERATIONS = {35: 'Kepler', 37: 'Kepler', 50: 'Maxwell', 52: 'Maxwell', 53: 'Maxwell', 60: 'Pascal', 61: 'Pascal', 62: 'Pascal', 70: 'Volta', 72: 'Volta', 75: 'Turing', 80: 'Ampere', 86: 'Ampere', 87: 'Ampere', 88: 'Ampere', 89: 'Ada Lovelace', 90: 'Hopper', 100: 'Blackwell', 101: 'Blackwell', 103: 'Blackwell', 110: 'Blackwell', 120: 'Blackwell', 121: 'Blackwell'}
+# On a Jetson: the oldest Linux for Tegra (L4T) major where NVIDIA's CUDA 12 pip wheels run (None: on none),
+# and the JetPack release of each L4T major.
+JETSON_PIP_WHEELS = None
+JETPACK = {35: 'JetPack 5', 36: 'JetPack 6', 38: 'JetPack 7'}
+
+
+def _platform():
+    """This machine as the build matrix names platforms: linux-x86_64, linux-aarch64, windows-amd64."""
+    import platform
+    import sys
+
+    machine = platform.machine().lower()
+    return f"windows-{machine}" if sys.platform == "win32" else f"linux-{machine}"
 
 # (name, Python code) of each GPU check; wheelfactory's gpu_check.py runs them where a GPU exists.
 GPU_CHECKS = [
@@ -354,11 +370,47 @@ def _nvrtc_version():
 def _other_builds_for(arch):
     """What the recipe's builds for the other CUDA majors carry for a GPU of architecture `arch`, in words."""
     found = []
-    for other in OTHER_VARIANTS.values():
+    for other in OTHER_VARIANTS.get(_platform(), {}).values():
         how = code_for(arch, other)
         if how:
             found.append(f"{other['dist_name']} carries {'sm' if how[0] == 'sass' else 'compute'}_{how[1]}")
     return found
+
+
+def _tegra():
+    """On a Jetson: (the L4T release (major, minor) from /etc/nv_tegra_release, the board's model), else None."""
+    import re
+
+    try:
+        with open("/etc/nv_tegra_release", encoding="utf-8", errors="replace") as release:
+            found = re.search(r"R(\d+)[^\n]*?REVISION:\s*(\d+)", release.read(4096))
+    except OSError:
+        return None
+    try:
+        with open("/proc/device-tree/model", encoding="utf-8", errors="replace") as model:
+            board = model.read(256).strip("\0\n ")
+    except OSError:
+        board = "a Jetson"
+    return ((int(found.group(1)), int(found.group(2))) if found else (0, 0)), board
+
+
+def _jetson_says(l4t, board):
+    """(whether NVIDIA's pip wheels of this CUDA major run on this Jetson, one line saying so)."""
+    release = f"L4T R{l4t[0]}.{l4t[1]}" if l4t[0] else "an unknown L4T release"
+    jetpack = JETPACK.get(l4t[0])
+    head = f"Jetson: {board}, {release}" + (f" ({jetpack})" if jetpack else "")
+    if JETSON_PIP_WHEELS is None:
+        return False, (
+            f"{head}: NVIDIA's CUDA {CUDA_MAJOR} pip wheels, built for SBSA servers, do not run on a Jetson — use "
+            "the CUDA of JetPack with a build made for it, or JetPack 7 with this package's CUDA 13 variant"
+        )
+    if l4t[0] < JETSON_PIP_WHEELS:
+        needed = JETPACK.get(JETSON_PIP_WHEELS, f"L4T R{JETSON_PIP_WHEELS}")
+        return False, (
+            f"{head}: NVIDIA's CUDA {CUDA_MAJOR} pip wheels need {needed} (L4T R{JETSON_PIP_WHEELS} or later) on a "
+            f"Jetson — upgrade JetPack, or use the CUDA of this JetPack with a build made for it"
+        )
+    return True, f"{head}: NVIDIA's CUDA {CUDA_MAJOR} pip wheels run on this JetPack"
 
 
 def _names(archs, prefix="sm"):
@@ -381,13 +433,23 @@ def diagnose():
         ]
     else:
         lines = ["GPU code: none in the wheel's binaries (what runs on the GPU is compiled at run time)"]
-    lines += [f"  {pattern}: only {_names(archs)} (narrowed on purpose)" for pattern, archs in NARROWED.items()]
+    narrowed = NARROWED.get(_platform(), {})
+    lines += [f"  {pattern}: only {_names(archs)} (narrowed on purpose)" for pattern, archs in narrowed.items()]
+    covered = COVERS.get(_platform(), {})
+    if covered:
+        lines.append(f"GPUs of {_platform()} machines:")
+        lines += [f"  {product}: {how}" for product, how in covered.items()]
     lines.append(
         f"minimum driver: {code['minimum_driver'][system]} ({code['sass_driver'][system]} where SASS serves the GPU)"
     )
     driver = _driver_version()
     cuda, found, why_none = gpus()
     troubles = False
+    tegra = _tegra()
+    if tegra:
+        served, line = _jetson_says(*tegra)
+        lines.append(line)
+        troubles = troubles or not served
     if cuda is None:
         lines.append(f"driver: {why_none}")
     else:
@@ -411,7 +473,7 @@ def diagnose():
         if driver and _version(driver) < _version(needed):
             troubles = True
             lines.append(f"  the driver {driver} is older than the {needed} this needs — update the NVIDIA driver")
-        for pattern, archs in NARROWED.items():
+        for pattern, archs in narrowed.items():
             if code_for(arch, {"sass": archs, "ptx": archs[-1:]}) is None:
                 lines.append(f"  {pattern} has no code for it (built only for {_names(archs)})")
     nvrtc = _nvrtc_version()
@@ -425,6 +487,73 @@ def diagnose():
                 f"(nvrtcGetCUBIN, -arch=sm_XY) runs; or install NVRTC {cuda[0]}.{cuda[1]}, or update the driver"
             )
     return lines, troubles
+
+
+def _normalized(name):
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _provides(folder, kind, package):
+    """Whether the installed distribution whose metadata is `folder` put files in `package`: its RECORD (a
+    .dist-info), or its top_level.txt (a legacy .egg-info)."""
+    import os
+
+    listing = "RECORD" if kind == "dist-info" else "top_level.txt"
+    try:
+        with open(os.path.join(folder, listing), encoding="utf-8", errors="replace") as text:
+            lines = text.read()
+    except OSError:
+        return False
+    if kind == "dist-info":
+        return ("\n" + lines).find(f"\n{package}/") >= 0
+    return package in lines.split()
+
+
+def other_distributions():
+    """The other installed distributions — under any sys.path entry — whose files are this package's too: two
+    variants of the package (pkg-cuda12x and pkg-cuda13x), or the upstream one beside ours. Whichever was
+    installed last wrote the package's files, and uninstalling either takes them away from the other."""
+    import os
+    import sys
+
+    package = (__spec__.name if __spec__ else __name__).split(".")[0]
+    own, found = _normalized(DIST_NAME), {}
+    for entry in dict.fromkeys(e for e in sys.path if isinstance(e, str)):
+        base = entry or "."
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for folder in names:
+            stem, _, kind = folder.rpartition(".")
+            name = _normalized(stem.split("-")[0])
+            if kind not in ("dist-info", "egg-info") or name == own or name in found:
+                continue
+            if _provides(os.path.join(base, folder), kind, package):
+                found[name] = True
+    return sorted(found)
+
+
+def clash(others):
+    """What to tell a user who has `others` installed beside this distribution, in one sentence."""
+    package = (__spec__.name if __spec__ else __name__).split(".")[0]
+    every = " ".join([DIST_NAME, *others])
+    return (
+        f"{DIST_NAME} and {', '.join(others)} are installed together and provide the same package '{package}': the "
+        f"files imported are whichever was installed last, and uninstalling one breaks the other — run "
+        f"`pip uninstall -y {every}`, then `pip install` only the one for this machine's CUDA"
+    )
+
+
+def _warn_of_others():
+    """At import, once: a warning naming the distributions that share this package, when there are any."""
+    import warnings
+
+    others = other_distributions()
+    if others:
+        warnings.warn(clash(others), UserWarning, stacklevel=2)
 
 
 # The three failures of CUDA code on a user's machine that this module explains in advance.
@@ -452,6 +581,7 @@ def _point_at_diagnostic():
 _find_cuda()
 if __name__ != "__main__":
     _point_at_diagnostic()
+    _warn_of_others()
 
 if __name__ == "__main__":
     import sys as _sys
@@ -463,5 +593,8 @@ if __name__ == "__main__":
         print(f"  {_component:<10} {_library:<22} {_path or '(not found)'}")
         print(f"  {'':<10} {_why}")
     _lines, _troubles = _loader.diagnose()
+    _others = _loader.other_distributions()
+    if _others:
+        _lines.append("installed together: " + _loader.clash(_others))
     print("\n".join(_lines))
-    _sys.exit(1 if _troubles else 0)
+    _sys.exit(1 if _troubles or _others else 0)

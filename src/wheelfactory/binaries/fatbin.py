@@ -28,7 +28,7 @@ _ENTRY_FIELDS = struct.Struct("<IIHHI")  # at +16: -, -, ISA minor, ISA major, a
 _ENTRY_FLAGS = struct.Struct("<Q")  # at +40
 _ENTRY_MIN_HEADER = 48  # the fields above end there
 KIND_PTX, KIND_CUBIN = 1, 2
-COMPRESSED = 0x2000 | 0x8000
+LZ, ZSTD = 0x2000, 0x8000
 ARCH_SPECIFIC, FAMILY = 0x100000, 0x200000
 # "Cuda compilation tools, release 12.4, V12.4.131" in a cubin's .note.nv.tkinfo
 _TOOLKIT = re.compile(rb"Cuda compilation tools, release (\d+\.\d+)")
@@ -44,15 +44,22 @@ class DeviceCode:
     arch: int  # 90 for sm_90 / compute_90
     suffix: Literal["", "a", "f"]  # architecture-specific, family-specific, or neither
     ptx_isa: tuple[int, int] | None  # PTX: its ISA version, (8, 4)
-    compressed: bool
+    compression: Literal["", "lz", "zstd"]  # how the payload is stored: plain, NVIDIA's LZ scheme, or zstd
     toolkit: str | None  # a cubin's maker, "12.4", where it is stored uncompressed
+    stored_bytes: int = 0  # the entry as stored, header and payload
 
     @property
     def name(self) -> str:
         return f"{'sm' if self.kind == 'sass' else 'compute'}_{self.arch}{self.suffix}"
 
+    @property
+    def compressed(self) -> bool:
+        return bool(self.compression)
+
     def as_json(self) -> dict[str, object]:
         shown: dict[str, object] = {"kind": self.kind, "arch": self.name, "compressed": self.compressed}
+        if self.compression:
+            shown["compression"] = self.compression
         if self.ptx_isa:
             shown["ptx_isa"] = "{}.{}".format(*self.ptx_isa)
         if self.toolkit:
@@ -98,12 +105,13 @@ def _entry(section: bytes, at: int, end: int) -> tuple[DeviceCode, int]:
     _, _, minor, major, arch = _ENTRY_FIELDS.unpack_from(section, at + 16)
     (flags,) = _ENTRY_FLAGS.unpack_from(section, at + 40)
     suffix: Literal["", "a", "f"] = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY else ""
-    compressed = bool(flags & COMPRESSED)
+    compression: Literal["", "lz", "zstd"] = "zstd" if flags & ZSTD else "lz" if flags & LZ else ""
+    stored = following - at
     if kind == KIND_PTX:
-        return DeviceCode("ptx", arch, suffix, (major, minor), compressed, None), following
+        return DeviceCode("ptx", arch, suffix, (major, minor), compression, None, stored), following
     payload = section[at + header_size : following]
-    toolkit = None if compressed else _cubin_toolkit(payload)
-    return DeviceCode("sass", arch, suffix, None, compressed, toolkit), following
+    toolkit = None if compression else _cubin_toolkit(payload)
+    return DeviceCode("sass", arch, suffix, None, compression, toolkit, stored), following
 
 
 def _cubin_toolkit(cubin: bytes) -> str | None:

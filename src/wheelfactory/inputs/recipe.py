@@ -146,6 +146,9 @@ class Recipe(Strict):
     cuda_archs: dict[int, list[int]] = {}
     # let nvcc use a host compiler newer than its release accepts (-allow-unsupported-compiler); the report says so
     allow_unsupported_compiler: bool = False
+    # nvcc compresses every fatbin entry (-Xfatbin=-compress-all: SASS too, not only PTX), a fifth of the size or
+    # less for many kernels; false stores them as nvcc does by default
+    compress_device_code: bool = True
     smoke: Smoke = Smoke()
     gpu_checks: list[GpuCheck] = []
 
@@ -200,7 +203,7 @@ def check_recipe(
         ({"cuda", "cuda_archs"}, lambda: _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})),
         (
             {"cuda", "cuda_archs", "device_code", "device_code_archs"},
-            lambda: _check_device_code_archs(recipe, src, {m: majors[m].toolkit for m in wanted}),
+            lambda: _check_device_code_archs(recipe, src, {m: (majors[m].toolkit, built_platforms[m]) for m in wanted}),
         ),
         ({"cuda", "platforms", "components", "optional"}, lambda: _check_components(recipe, src, built_platforms)),
         ({"import", "packages"}, lambda: _check_packages(recipe, src)),
@@ -689,16 +692,20 @@ def _overlaps(pattern: str, others: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(o, pattern) or fnmatch.fnmatchcase(pattern, o) for o in others)
 
 
-def _check_device_code_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> list[Problem]:
-    """A narrowed binary keeps at least one of each built major's architectures."""
+def _check_device_code_archs(recipe: Recipe, src: SourceMap, builds: dict[int, tuple[str, list[str]]]) -> list[Problem]:
+    """A narrowed binary keeps at least one of the architectures of each major and platform built (their
+    defaults may differ per platform)."""
     problems = []
     for pattern, archs in recipe.device_code_archs.items():
-        for major, release in toolkits.items():
-            variant_archs = recipe.cuda_archs.get(major) or (
-                toolkit_table().releases[release].cuda_archs if release in toolkit_table().releases else ()
-            )
-            if variant_archs and not set(archs) & set(variant_archs):
-                listed = ", ".join(f"sm_{a}" for a in variant_archs)
+        for major, (release, built_on) in builds.items():
+            known = toolkit_table().releases.get(release)
+            choices = {tuple(recipe.cuda_archs[major])} if major in recipe.cuda_archs else set()
+            if not choices and known is not None:
+                choices = {known.default_archs(platform) for platform in built_on}
+            # One problem per major: the shortest list it misses says it.
+            missed = [c for c in sorted(choices, key=lambda c: (len(c), c)) if not set(archs) & set(c)]
+            if missed:
+                listed = ", ".join(f"sm_{a}" for a in missed[0])
                 message = f"keeps none of CUDA {major}'s architectures ({listed}) — list at least one of them"
                 problems.append(src.problem(("device_code_archs", pattern), message))
     return problems

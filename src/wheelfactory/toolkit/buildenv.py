@@ -5,8 +5,9 @@ FindCUDAToolkit / enable_language(CUDA) through CUDAToolkit_ROOT and CUDACXX —
 provisioned prefix. `-lcuda` resolves against lib64/stubs (LIBRARY_PATH) on a machine without a driver;
 LD_LIBRARY_PATH serves configure steps that run a probe linked to libcudart (the audit still forbids any of it
 in a wheel). nvcc (through its wrapper in the prefix) and CC/CXX go through the compiler cache. nvcc gets a
-host compiler its release accepts through NVCC_PREPEND_FLAGS, which a package's own -ccbin overrides; CMake
-gets the same through CUDAHOSTCXX. The GPU architectures come in the three forms builds read: CUDAARCHS and
+host compiler its release accepts through NVCC_PREPEND_FLAGS, which a package's own -ccbin overrides (CMake
+gets the same through CUDAHOSTCXX), and -Xfatbin=-compress-all there too: compressed device code, whichever build
+system runs nvcc. The GPU architectures come in the three forms builds read: CUDAARCHS and
 CMAKE_CUDA_ARCHITECTURES (CMake's list) and NVCC_GENCODE (nvcc's -gencode flags).
 """
 
@@ -51,8 +52,9 @@ def gencode_flags(archs: tuple[int, ...]) -> str:
     return " ".join(flags)
 
 
-def _architectures(variant: Variant) -> dict[str, str]:
-    archs = variant.cuda_archs
+def architectures(variant: Variant, platform: str) -> dict[str, str]:
+    """The variables that name the GPU architectures of the variant's build on `platform`."""
+    archs = variant.cuda_archs(platform)
     return {
         "CUDAARCHS": cmake_architectures(archs),
         "CMAKE_CUDA_ARCHITECTURES": cmake_architectures(archs),
@@ -60,14 +62,20 @@ def _architectures(variant: Variant) -> dict[str, str]:
     }
 
 
+def nvcc_flags(variant: Variant) -> list[str]:
+    """What every nvcc run of the build is given besides its host compiler (NVCC_PREPEND_FLAGS, which a package's
+    own flags come after): compressed device code unless the recipe opts out, and a host compiler newer than
+    the release accepts where the recipe allows it."""
+    flags = ["-Xfatbin=-compress-all"] if variant.recipe.compress_device_code else []
+    return flags + (["-allow-unsupported-compiler"] if variant.recipe.allow_unsupported_compiler else [])
+
+
 def linux_environment(
-    variant: Variant, prefix: str = CONTAINER_PREFIX, host_compiler_dir: str = HOST_COMPILER_DIR
+    variant: Variant, platform: str, prefix: str = CONTAINER_PREFIX, host_compiler_dir: str = HOST_COMPILER_DIR
 ) -> dict[str, str]:
-    """The variables, in the order they may refer to each other; values are shell words for cibuildwheel."""
+    """The variables of the build on `platform`, in the order they may refer to each other; values are shell
+    words for cibuildwheel."""
     release = toolkit_table().releases[variant.cuda.toolkit]
-    nvcc_flags = f"-ccbin {host_compiler_dir}/g++"
-    if variant.recipe.allow_unsupported_compiler:
-        nvcc_flags += " -allow-unsupported-compiler"
     return {
         "CUDA_HOME": prefix,
         "CUDA_PATH": "$CUDA_HOME",
@@ -80,9 +88,9 @@ def linux_environment(
         "WHEELFACTORY_CUDA_TOOLKIT": variant.cuda.toolkit,
         "WHEELFACTORY_GCC_MAX": str(release.gcc),
         "WHEELFACTORY_ALLOW_UNSUPPORTED_COMPILER": "1" if variant.recipe.allow_unsupported_compiler else "0",
-        "NVCC_PREPEND_FLAGS": nvcc_flags,
+        "NVCC_PREPEND_FLAGS": " ".join([f"-ccbin {host_compiler_dir}/g++", *nvcc_flags(variant)]),
         "CUDAHOSTCXX": f"{host_compiler_dir}/g++",
-        **_architectures(variant),
+        **architectures(variant, platform),
         # The compiler cache (the host's, empty when the build runs without one): nvcc's wrapper and CC/CXX use it.
         "WHEELFACTORY_SCCACHE": "/host$WHEELFACTORY_COMPILER_CACHE",
         "SCCACHE_DIR": "/host$WHEELFACTORY_COMPILER_CACHE_DIR",
@@ -97,14 +105,14 @@ def linux_environment(
 
 def windows_environment(variant: Variant) -> dict[str, str]:
     """On a Windows runner the prefix is a host path; nvcc finds cl.exe from the Visual Studio environment."""
-    nvcc_flags = "-allow-unsupported-compiler" if variant.recipe.allow_unsupported_compiler else ""
+    flags = " ".join(nvcc_flags(variant))
     return {
         "CUDA_HOME": "$WHEELFACTORY_CUDA_PREFIX",
         "CUDA_PATH": "$CUDA_HOME",
         "CUDAToolkit_ROOT": "$CUDA_HOME",
         "CUDACXX": "$CUDA_HOME/bin/nvcc.exe",
         "PATH": "$CUDA_HOME/bin;$PATH",
-        **({"NVCC_PREPEND_FLAGS": nvcc_flags} if nvcc_flags else {}),
-        **_architectures(variant),
+        **({"NVCC_PREPEND_FLAGS": flags} if flags else {}),
+        **architectures(variant, "windows-amd64"),
         **variant.environment,
     }
