@@ -129,6 +129,15 @@ def verify(session: nox.Session) -> None:
 
 
 @nox.session
+def coinstall(session: nox.Session) -> None:
+    """Resolve each wheel together with what its users run beside it, its CUDA major's `neighbours` in
+    matrix.yaml (`-- dist/*.whl`): pip's resolver, metadata only; our wheels from a package index started on
+    127.0.0.1, the rest from the public index. Exit 1 on a conflict, 3 without the public index."""
+    _engine(session, "build")
+    _factory(session, "coinstall", *session.posargs)
+
+
+@nox.session
 def image(session: nox.Session) -> None:
     """Build the offline manylinux-compatible image from Debian packages: `manylinux-offline:latest` for this
     host's machine, `manylinux-offline-aarch64:latest` with `-- --arch aarch64` (under QEMU)."""

@@ -119,6 +119,44 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 0 if all(r.passed for r in records) else 1
 
 
+def cmd_coinstall(args: argparse.Namespace) -> int:
+    from packaging.utils import canonicalize_name
+
+    from .binaries.wheelcheck import check_wheel
+    from .binaries.wheelfile import WheelName
+    from .coinstall import check, with_neighbours
+    from .report import record_coinstall
+    from .untrusted.shown import shown
+
+    wheels = sorted(w for p in args.wheels for w in (p.glob("*.whl") if p.is_dir() else [p]))
+    problems = [f"{shown(str(w))}: no such wheel" for w in wheels if not w.is_file()]
+    problems += [p for w in wheels if w.is_file() for p in check_wheel(w)[1]]
+    if problems or not wheels:
+        raise UserError("\n".join(one_line(p) for p in problems) or "no wheels given — name dist/*.whl")
+    plan = make_plan(_root(args), _matrix(args))
+    neighbours: dict[Path, list[str]] = {}
+    for wheel in wheels:
+        name = WheelName.of(wheel)
+        variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
+        if variant is None:
+            raise UserError(f"{wheel.name}: no recipe × CUDA major of the matrix renders {name.distribution}")
+        neighbours[wheel] = variant.cuda.neighbours
+    results = check({w: n for w, n in neighbours.items() if n}) if any(neighbours.values()) else []
+    for folder in sorted({w.parent for w in wheels}):
+        found = with_neighbours([r for r in results if (folder / r.wheel).is_file()])
+        record_coinstall(folder, found)
+    for wheel in (w for w, n in neighbours.items() if not n):
+        console.print(f"{wheel.name}: its CUDA major names no neighbours in the matrix — nothing to resolve")
+    for result in results:
+        said = f"{result.wheel} beside {result.neighbour}"
+        if result.ok:
+            nvidia = ", ".join(f"{d} {v}" for d, v in result.nvidia.items()) or "no NVIDIA distribution"
+            console.print(one_line(f"{said} {result.release}: resolves — {nvidia}"), markup=False)
+        else:
+            console.print(one_line(f"{said} {result.release or ''}: NO resolution — {result.error}"), markup=False)
+    return 0 if all(r.ok for r in results) else 1
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import PlannedWheel, load_plan, verify
 
@@ -184,6 +222,11 @@ def parser() -> argparse.ArgumentParser:
     smoke.add_argument("--image", type=_image, help="the clean machine's image (default: the matrix's build image)")
     smoke.add_argument("--matrix", help="another matrix file")
     smoke.set_defaults(run=cmd_smoke)
+
+    coinstall = sub.add_parser("coinstall", help="resolve each wheel together with its CUDA major's neighbours")
+    coinstall.add_argument("wheels", nargs="+", type=Path, help="wheels, or directories holding them")
+    coinstall.add_argument("--matrix", help="another matrix file")
+    coinstall.set_defaults(run=cmd_coinstall)
 
     check = sub.add_parser("verify", help="the release gate: exactly the planned wheels, twine-clean, sized")
     check.add_argument("wheels", nargs="+", type=Path, help="wheels, or directories holding them")

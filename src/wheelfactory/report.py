@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -133,23 +134,42 @@ def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
 
 
 def write_report(records: list[WheelRecord], dist: Path) -> Path:
-    """Merge this run's records into dist/report.json, replacing earlier entries for the same wheels. Builds
-    writing to one dist/ at once take turns; the file is replaced whole, never rewritten in place."""
+    """Merge this run's records into dist/report.json, replacing earlier entries for the same wheels."""
+
+    def replace_entries(entries: dict[str, dict[str, object]]) -> None:
+        entries.update((record.wheel, record.as_json()) for record in records)
+
+    return _update_report(dist, replace_entries)
+
+
+def record_coinstall(dist: Path, found: dict[str, dict[str, object]]) -> Path:
+    """Each wheel's co-install results (wheel -> neighbour -> resolution) into its entry of dist/report.json."""
+
+    def add(entries: dict[str, dict[str, object]]) -> None:
+        for wheel, neighbours in found.items():
+            entries.setdefault(wheel, {"wheel": wheel})["coinstall"] = neighbours
+
+    return _update_report(dist, add)
+
+
+def _update_report(dist: Path, update: Callable[[dict[str, dict[str, object]]], None]) -> Path:
+    """dist/report.json's entries (by wheel) changed by `update`. Runs writing to one dist/ at once take turns;
+    the file is replaced whole, never rewritten in place; one that is not the report's shape starts afresh."""
     dist.mkdir(parents=True, exist_ok=True)
+    path = dist / REPORT_NAME
     # The lock lives with the cache's other locks: dist/ holds the wheels and the report, nothing else.
     with host.cache_lock(f"report-{hashlib.sha256(str(dist.resolve()).encode()).hexdigest()[:16]}"):
-        return _merge_report(records, dist / REPORT_NAME)
+        return _rewrite(path, update)
 
 
-def _merge_report(records: list[WheelRecord], path: Path) -> Path:
-    entries: dict[str, object] = {}
+def _rewrite(path: Path, update: Callable[[dict[str, dict[str, object]]], None]) -> Path:
+    entries: dict[str, dict[str, object]] = {}
     if path.is_file():
         try:
             entries = {e["wheel"]: e for e in json.loads(path.read_text())["wheels"]}
         except (ValueError, KeyError, TypeError):
             entries = {}
-    for record in records:
-        entries[record.wheel] = record.as_json()
+    update(entries)
     partial = path.with_suffix(".json.tmp")
     partial.write_text(json.dumps({"wheels": [entries[k] for k in sorted(entries)]}, indent=2) + "\n")
     partial.replace(path)

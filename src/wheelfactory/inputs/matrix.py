@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from pydantic import Field
 
 from ..components import component_table, cpython_range, platforms, toolkit_table
 from ..errors import InputError, Problem
+from ..untrusted.shown import shown
 from .references import hosted_runner_is_arm, image_problem, names_machine, runner_problem
 from .validation import Loaded, Strict, VersionText, did_you_mean, display, validate
 from .yamlsource import Loc, SourceMap
@@ -25,6 +28,9 @@ class CudaEntry(Strict):
     toolkit: VersionText
     platforms: dict[str, PlatformSettings]
     not_built: dict[str, str] = {}  # platform -> the reason it is deliberately not built
+    # What users install beside this major's wheels (PyTorch, CuPy, JAX built for it), as pip requirements: the
+    # co-install check (`nox -s coinstall`) resolves each wheel together with each of them.
+    neighbours: list[str] = []
 
 
 class Exclusion(Strict):
@@ -112,6 +118,7 @@ def _check_cuda_entry(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem
         problems.append(src.problem((*at, "platforms"), "no platforms — name at least one, e.g. linux-x86_64"))
     for name, settings in entry.platforms.items():
         problems += _check_platform(name, settings, (*at, "platforms", name), src)
+    problems += _check_neighbours(entry, at, src)
     for name in entry.not_built:
         where: Loc = (*at, "not_built", name)
         if name not in platforms():
@@ -124,6 +131,28 @@ def _check_cuda_entry(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem
                     key=True,
                 )
             )
+    return problems
+
+
+def _check_neighbours(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
+    """Each neighbour a requirement pip can resolve from an index: valid, no direct reference, named once."""
+    problems, seen = [], set()
+    for i, line in enumerate(entry.neighbours):
+        where: Loc = (*at, "neighbours", i)
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as exc:
+            reason = str(exc).splitlines()[0]
+            message = f'{shown(line, quoted=True)} is not a valid requirement: {reason} — write e.g. "torch>=2.10"'
+            problems.append(src.problem(where, message))
+            continue
+        name = canonicalize_name(requirement.name)
+        if requirement.url:
+            message = f'{requirement.name} @ … is a direct reference — name a release on the index ("{name}")'
+            problems.append(src.problem(where, message))
+        elif name in seen:
+            problems.append(src.problem(where, f"{requirement.name} is named twice — keep one"))
+        seen.add(name)
     return problems
 
 
