@@ -82,7 +82,7 @@ def test_a_conflicting_floor_fails_naming_both_requirements(
     (tmp_path / "out").mkdir()
     dist = _dist(tmp_path, pack(tree, tmp_path / "out"))
     assert main(["--root", str(REPO), "coinstall", str(dist)]) == 1
-    said = capsys.readouterr().out
+    said = capsys.readouterr().err
     line = next(x for x in said.splitlines() if "beside torch>=2.14" in x)
     assert "NO resolution" in line
     assert "cuprobe-cuda13x 0.1.0 depends on nvidia-cuda-runtime>=13.3" in line

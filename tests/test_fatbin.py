@@ -21,7 +21,7 @@ from wheelfactory.binaries.fatbin import CONTAINER_MAGIC
 from wheelfactory.binaries.wheelfile import pack, read_binaries, read_device_code, unpack
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
-from wheelfactory.gpus import CodeSummary, minimum_driver, runs_on
+from wheelfactory.gpus import CodeSummary, minimum_driver, products_covered, runs_on
 from wheelfactory.pipeline import existing
 from wheelfactory.plan import copy_inputs, make_plan
 from wheelfactory.repair import record_gpu_code
@@ -64,6 +64,10 @@ def test_the_reader_agrees_with_cuobjdump_on_the_factorys_builds(
         "ptx": [f"compute_{max(archs)} (ISA {isa})"],
         "ptx_isa": isa,
         "runs_on": runs_on(list(archs), [max(archs)]),
+        # nvcc's own scheme for each release: NVIDIA's LZ scheme through 12.x, zstd from 13.0 on.
+        "compression": ["zstd" if major >= 13 else "lz"],
+        "device_code_bytes": sum(e.stored_bytes for e in entries),
+        "products": products_covered(list(archs), [max(archs)], "linux-x86_64"),
         "minimum_driver": reported["gpu_code"]["minimum_driver"],
     }
     assert reported["gpu_code"]["minimum_driver"]["version"] == floor
