@@ -9,8 +9,9 @@ print the figures.
    host's nvcc 13.0 for the release's default architectures with the flags each build would get. Figures: the
    .nv_fatbin section, the shared object, the shared object deflated as a wheel stores it, the compile time.
 
-Usage: python bench/bench_compression.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml]
-(needs Docker and nvcc 13 on PATH; about five minutes on two cores)
+Usage: PATH=.nox/tests/bin:$PATH .nox/tests/bin/python bench/bench_compression.py [--image manylinux-offline:latest]
+[--matrix matrix-offline.yaml] (needs Docker, nvcc 13 and the engine's tools — patchelf — on PATH; about five
+minutes on two cores)
 """
 
 from __future__ import annotations
