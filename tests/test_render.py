@@ -442,6 +442,11 @@ def test_each_platform_builds_for_its_own_default_architectures(rendered: Path, 
             text = reader.get("environment", option_format=EnvironmentFormat())
         values = parse_environment(text).as_dictionary(prev_environment={"PATH": "/usr/bin"})
         seen[machine] = values["NVCC_GENCODE"]
+        torch = values["TORCH_CUDA_ARCH_LIST"].split(";")  # the same architectures, as cpp_extension reads them
+        assert [t.removesuffix("+PTX") for t in torch] == [
+            f"{int(g.split('sm_')[1]) // 10}.{int(g.split('sm_')[1]) % 10}" for g in seen[machine].split() if "sm_" in g
+        ]
+        assert torch[-1].endswith("+PTX") and not any(t.endswith("+PTX") for t in torch[:-1])
     assert "code=sm_110" not in seen["x86_64"] and "code=sm_87" not in seen["x86_64"]
     assert ("code=sm_110" in seen["aarch64"] and "code=sm_87" in seen["aarch64"]) == aarch64_own
     assert seen["x86_64"].endswith("code=compute_120") and seen["aarch64"].endswith("code=compute_120")

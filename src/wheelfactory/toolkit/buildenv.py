@@ -7,8 +7,9 @@ LD_LIBRARY_PATH serves configure steps that run a probe linked to libcudart (the
 in a wheel). nvcc (through its wrapper in the prefix) and CC/CXX go through the compiler cache. nvcc gets a
 host compiler its release accepts through NVCC_PREPEND_FLAGS, which a package's own -ccbin overrides (CMake
 gets the same through CUDAHOSTCXX), and -Xfatbin=-compress-all there too: compressed device code, whichever build
-system runs nvcc. The GPU architectures come in the three forms builds read: CUDAARCHS and
-CMAKE_CUDA_ARCHITECTURES (CMake's list) and NVCC_GENCODE (nvcc's -gencode flags).
+system runs nvcc. The GPU architectures come in the four forms builds read: CUDAARCHS and
+CMAKE_CUDA_ARCHITECTURES (CMake's list), NVCC_GENCODE (nvcc's -gencode flags) and TORCH_CUDA_ARCH_LIST (torch's
+cpp_extension).
 """
 
 from __future__ import annotations
@@ -52,13 +53,21 @@ def gencode_flags(archs: tuple[int, ...]) -> str:
     return " ".join(flags)
 
 
+def torch_architectures(archs: tuple[int, ...]) -> str:
+    """7.5;8.0;9.0+PTX — torch.utils.cpp_extension's TORCH_CUDA_ARCH_LIST: SASS for each, PTX for the newest."""
+    return ";".join(f"{arch // 10}.{arch % 10}" + ("+PTX" if arch == archs[-1] else "") for arch in archs)
+
+
 def architectures(variant: Variant, platform: str) -> dict[str, str]:
-    """The variables that name the GPU architectures of the variant's build on `platform`."""
+    """The variables that name the GPU architectures of the variant's build on `platform`. Without its own,
+    torch's cpp_extension would compile, on a machine without a GPU, for every architecture the installed torch
+    was built for."""
     archs = variant.cuda_archs(platform)
     return {
         "CUDAARCHS": cmake_architectures(archs),
         "CMAKE_CUDA_ARCHITECTURES": cmake_architectures(archs),
         "NVCC_GENCODE": gencode_flags(archs),
+        "TORCH_CUDA_ARCH_LIST": torch_architectures(archs),
     }
 
 
