@@ -493,7 +493,8 @@ def variant_module(built: BuiltWheel) -> str:
 
 def neighbour_name(variant: Variant) -> str:
     """The distribution a user most likely installs beside this variant: the recipe's variant for another CUDA
-    major (the newest other one it builds), or the upstream package's own name where it builds only one."""
+    major (the newest other one the recipe names, or the factory knows where it names none), or the upstream
+    package's own name where the recipe is for one major only."""
     majors = variant.recipe.cuda or sorted(toolkit_table().minor_version_drivers)
     others = [m for m in majors if m != variant.major]
     return f"{variant.recipe.name}-cuda{max(others)}x" if others else variant.recipe.name
