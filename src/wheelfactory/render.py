@@ -367,7 +367,7 @@ def template_context(
         # What setup.py keeps providing when the source has no [project] table of its own.
         "dynamic": setup_py_fields(tree),
         "gpu_checks": [(check.name, check.run) for check in variant.recipe.gpu_checks],
-        "module_name": f"{variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}",
+        "module_name": variant_module_name(variant),
         "components": _component_specs(variant, variant.components(optional=False)),
         "optional": _component_specs(variant, variant.components(optional=True)),
         "no_wheel": NO_WHEEL,
@@ -415,6 +415,11 @@ def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, 
             "machines": linux.machines if linux else (),
         }
     return specs
+
+
+def variant_module_name(variant: Variant) -> str:
+    """The variant module's dotted name in the import package: what `python -m` runs."""
+    return f"{variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}"
 
 
 def gpu_code_context(variant: Variant, siblings: list[Variant]) -> dict[str, object]:

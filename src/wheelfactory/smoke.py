@@ -56,7 +56,7 @@ from .components import NO_WHEEL, component_table, toolkit_table
 from .errors import ToolFailure, UserError
 from .plan import Variant, cpython_tag
 from .progress import step
-from .render import CLASSIFIER_GPU, VARIANT_MODULE, extras, nvidia_dependencies
+from .render import CLASSIFIER_GPU, extras, nvidia_dependencies, variant_module_name
 from .repair import installed_path, needed_components, site_packages
 from .toolkit.provision import NvidiaVersions, nvidia_requirements, nvidia_wheels, runtime_site
 
@@ -477,7 +477,7 @@ def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Chec
     no_wheel = optional_without_wheel(built)
     hint = no_wheel or "pip install"
     checks += [_expect(s, "ImportError", hint=hint) for s in smoke_spec.needs_optional]
-    module = variant_module(built)
+    module = variant_module_name(built.variant)
     checks.append(
         (
             f"python -m {module} → exit 0, no other distribution provides the package",
@@ -485,10 +485,6 @@ def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Chec
         )
     )
     return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks, installed)
-
-
-def variant_module(built: BuiltWheel) -> str:
-    return f"{built.variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}"
 
 
 def neighbour_name(variant: Variant) -> str:
@@ -520,7 +516,7 @@ def two_variants(machine: Machine, python: str, built: BuiltWheel) -> TierResult
     other = neighbour_name(built.variant)
     installs = _alone(machine, built, machine.side_by_side)
     installs[-1].append(machine.neighbour)
-    module, folder = variant_module(built), machine.side_by_side
+    module, folder = variant_module_name(built.variant), machine.side_by_side
     checks = [
         _expect(f"import {built.variant.recipe.import_name}", "UserWarning", hint=other, pythonpath=folder),
         (
