@@ -151,17 +151,18 @@ def build_recipe(
     image: str,
     recipe: str = "cuprobe",
     add: Callable[[Path], object] | None = None,
+    pythons: tuple[str, ...] = ("3.12",),
     **environment: str,
 ) -> Built:
-    """One recipe's cp312 Linux wheel through the whole pipeline, in a scratch copy of the project (to which
-    `add` may add a recipe first)."""
+    """One recipe's Linux wheel for `pythons` (one wheel: cp312's, or the one abi3 or py3-none wheel that serves
+    them) through the whole pipeline, in a scratch copy of the project (to which `add` may add a recipe first)."""
     root = copy_inputs(REPO, base / "project")
     if add is not None:
         add(root)
     matrix = matrix_for(root, image)
     variant = next(v for v in make_plan(root, matrix, [recipe]).variants if v.major == cuda)
     extra_env = changed_environment(variant, **environment) if environment else None
-    records = build(BuildRequest(root, cuda, ["3.12"], [recipe], image, None, matrix, extra_env=extra_env))
+    records = build(BuildRequest(root, cuda, list(pythons), [recipe], image, None, matrix, extra_env=extra_env))
     assert len(records) == 1
     return Built(root, records[0], variant)
 

@@ -12,7 +12,7 @@ from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
 from wheelfactory.plan import make_plan
 
-from .conftest import REPO
+from .conftest import REPO, add_source
 
 
 def _expansion(matrix: dict, platforms: list[str] | None = None) -> int:  # type: ignore[type-arg]
@@ -115,3 +115,32 @@ def test_the_offline_matrix_is_the_matrix_with_offline_toolkits() -> None:
     assert offline == project
     for variant in make_plan(REPO, REPO / "matrix-offline.yaml").variants:
         assert set(toolkit_table().releases[variant.cuda.toolkit].nvcc) & {"pip", "debian"}, variant.cuda.toolkit
+
+
+@pytest.mark.parametrize(("source", "tag"), [("stablelib", "cp310-abi3"), ("ctlib", "py3-none")])
+def test_a_wheel_for_every_python_is_one_job_per_major_and_platform(
+    project: Path, capsys: pytest.CaptureFixture[str], source: str, tag: str
+) -> None:
+    add_source(project, source)
+    recipe_path = project / f"recipes/{source}/recipe.yaml"
+    recipe_path.write_text(recipe_path.read_text().replace("platforms: [linux-x86_64]\n", ""))
+    matrix = yaml.safe_load((project / "matrix.yaml").read_text())
+    wheels = [job for job in _plan(project, capsys) if job["recipe"] == source]
+    expected = {(entry["major"], platform) for entry in matrix["cuda"] for platform in entry["platforms"]}
+    assert sorted((job["cuda"], job["platform"]) for job in wheels) == sorted(expected)
+    served = {entry["major"]: [p for p in matrix["python"] if {"python": p, "cuda": entry["major"]} not in
+                               matrix["exclude"]] for entry in matrix["cuda"]}  # fmt: skip
+    for job in wheels:
+        assert job["python"] == "3.10" and job["pythons"] == served[job["cuda"]], job
+        assert f"-{tag}-" in job["wheel_glob"], job["wheel_glob"]
+        # Its smoke tiers take the oldest and the newest Python it serves: both are asked for.
+        asked = f"--python 3.10 --python {served[job['cuda']][-1]} "
+        assert job["command"].endswith(asked + " ".join(_platform_args(job["platform"]))), job["command"]
+    builds = [job for job in _plan(project, capsys, "build") if job["recipe"] == source]
+    assert sorted(job["pythons"] for job in builds) == sorted(["3.10", served[c][-1]] for c, _ in expected)
+
+
+def _platform_args(platform: str) -> list[str]:
+    return {"linux-x86_64": ["--platform", "linux", "--arch", "x86_64"],
+            "linux-aarch64": ["--platform", "linux", "--arch", "aarch64"],
+            "windows-amd64": ["--platform", "windows"]}[platform]  # fmt: skip

@@ -379,7 +379,11 @@ GATE_CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
         lambda t: _sound(t, WHEEL.replace("x86_64", "aarch64")),
         "extra: cuprobe_cuda12x-0.1.0-cp312-cp312-manylinux_2_28_aarch64.whl is not in the plan",
     ),
-    "abi3": (lambda t: _sound(t, WHEEL.replace("cp312-cp312", "cp312-abi3")), "tagged cp312-abi3-manylinux_2_28"),
+    "abi3": (
+        lambda t: _sound(t, WHEEL.replace("cp312-cp312", "cp312-abi3")),
+        "extra: cuprobe_cuda12x-0.1.0-cp312-abi3-manylinux_2_28_x86_64.whl is not in the plan",
+    ),
+    "no-abi": (lambda t: _sound(t, WHEEL.replace("cp312-cp312", "cp312-none")), "tagged for cp312-none, not one of"),
     "lying-record": (lambda t: _rewritten(_sound(t), _lying_record), "does not have the sha256 RECORD gives it"),
     "unlisted-member": (lambda t: _rewritten(_sound(t), _unlisted), "cuprobe/extra.py is not in RECORD"),
     "wheel-tag-disagrees": (

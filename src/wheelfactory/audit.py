@@ -32,6 +32,7 @@ from auditwheel.policy import Libc, Policy, WheelPolicies
 from packaging.version import Version
 
 from .binaries.fatbin import DeviceCode
+from .binaries.pythonabi import python_abi_problems
 from .binaries.wheelcheck import check_wheel
 from .binaries.wheelfile import Binary, members, read_member
 from .built import BuiltWheel
@@ -389,6 +390,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     ]
     if name.os == "windows":
         problems += _loader_problems(built.path, variant)
+    problems += python_abi_problems(built.path, name, built.binaries.values())
     modules = {b.module for b in binaries if b.module}
     libraries = {_binary_name(b) for b in binaries if not b.module}
     problems += declared_problems(variant, modules, name.os, name.arch, libraries)

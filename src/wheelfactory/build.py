@@ -67,14 +67,15 @@ def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> li
     if not pythons:
         return available
     pythons = list(dict.fromkeys(pythons))  # one given twice is asked once
-    known = [c.python for c in available]
+    known = [p for c in available for p in c.pythons]
     unknown = [p for p in pythons if p not in known]
     if unknown:
         raise UserError(
             f"Python {', '.join(unknown)} is not built for {variant.dist_name} on {platform_name} "
             f"(matrix.yaml has {', '.join(known)}) — pick one of those or edit matrix.yaml"
         )
-    return [c for c in available if c.python in pythons]
+    # A wheel that serves several Pythons (abi3, py3-none) is built once, whichever of them are asked for.
+    return [c for c in available if any(p in pythons for p in c.pythons)]
 
 
 def stage(rendered: RenderedVariant, build_root: Path) -> Path:
@@ -134,13 +135,24 @@ def inject_loader(init: Path) -> None:
     init.write_text("".join(lines), encoding="utf-8")
 
 
+# How a source is made to build the wheel its recipe's wheel_abi says.
+_ABI_HINT = (
+    "make the recipe's wheel_abi say what the source builds, or make the source build that (abi3: setuptools' "
+    'py_limited_api, scikit-build-core\'s wheel.py-api = "cp310"; py3-none: wheel.py-api = "py3")'
+)
+
+
 def _wheels_by_cell(out: Path, cells: list[Cell], log: Path) -> dict[Cell, Path]:
     found: dict[Cell, Path] = {}
     for wheel in sorted(out.glob("*.whl")):
         name = WheelName.of(wheel)
-        cell = next((c for c in cells if c.python == name.python), None)
+        cell = next((c for c in cells if c.python_tag == name.python_tag), None)
         if cell is None:
-            raise ToolFailure(f"cibuildwheel made {wheel.name}, which no selected cell asked for (log: {log})")
+            wanted = ", ".join(c.python_tag for c in cells)
+            raise ToolFailure(
+                f"cibuildwheel made {wheel.name} ({name.python_tag}), where the build asked for {wanted} — "
+                f"{_ABI_HINT} (log: {log})"
+            )
         found[cell] = wheel
     missing = [c.identifier for c in cells if c not in found]
     if missing:

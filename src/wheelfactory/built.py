@@ -43,6 +43,13 @@ class BuiltWheel:
     binaries: dict[str, Binary] = field(default_factory=dict)  # every ELF/PE file, read once
     rpath_changes: list[RpathChange] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    asked_pythons: tuple[str, ...] = ()  # --python: which of the Pythons a wheel serves the smoke tiers take
+
+    @property
+    def smoke_pythons(self) -> tuple[str, ...]:
+        """The CPythons the smoke tiers install it on: its own, or for a wheel that serves several (abi3,
+        py3-none) those asked for, else the oldest and the newest."""
+        return self.cell.smoke_pythons(list(self.asked_pythons))
 
     @property
     def name(self) -> WheelName:

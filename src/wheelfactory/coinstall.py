@@ -149,8 +149,10 @@ def _resolve(requirements: list[str], wheel: WheelName, indexes: list[str]) -> t
         # --target makes the platform options legal on any pip; --dry-run installs nothing there.
         command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-input"]
         command += ["--target", str(Path(scratch) / "nowhere"), "--report", str(report), "--use-feature=fast-deps"]
-        command += ["--disable-pip-version-check", "--only-binary=:all:", "--python-version", wheel.python]
-        command += ["--implementation", "cp", "--abi", f"cp{wheel.python.replace('.', '')}", "--abi", "abi3"]
+        # A py3-none wheel names no Python: it is resolved for this one's.
+        python = wheel.python if wheel.abi != "none" else f"{sys.version_info.major}.{sys.version_info.minor}"
+        command += ["--disable-pip-version-check", "--only-binary=:all:", "--python-version", python]
+        command += ["--implementation", "cp", "--abi", f"cp{python.replace('.', '')}", "--abi", "abi3"]
         command += ["--abi", "none"]
         command += [a for tag in compatible_platforms(wheel.platform_tag) for a in ("--platform", tag)]
         command += ["--index-url", indexes[0], *(a for url in indexes[1:] for a in ("--extra-index-url", url))]

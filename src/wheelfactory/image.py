@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import host
+from .binaries.wheelfile import cpython_tag
 from .components import toolkit_table
 from .errors import ToolFailure, UserError
 from .host import machine
-from .plan import cpython_tag
 from .progress import step
 from .untrusted.shown import shown
 

@@ -116,7 +116,8 @@ def build(request: BuildRequest) -> list[WheelRecord]:
     for _, cells, image in jobs:
         if image:
             pythons = wanted.setdefault(image, [])
-            pythons += [c.python for c in cells if c.python not in pythons]
+            for cell in cells:
+                pythons += [p for p in (cell.python, *cell.smoke_pythons(request.pythons)) if p not in pythons]
     for image, pythons in wanted.items():
         ensure_image(image, platforms()[here].cibw_arch)
         check_interpreters(image, pythons)
@@ -143,6 +144,8 @@ def _build_variant(
     provision_s = round(time.monotonic() - started, 1)
     cache = compiler_cache(cells[0].os, arch) if request.compiler_cache else None
     wheels = run_cibuildwheel(rendered, cells, toolkit, build_root, image, request.extra_env, cache)
+    for built in wheels:
+        built.asked_pythons = tuple(request.pythons)
     repaired_dir = build_root / "repaired" / variant.dist_name
     shutil.rmtree(repaired_dir, ignore_errors=True)
     for built in wheels:
@@ -162,17 +165,21 @@ def _build_variant(
     return records
 
 
-def existing(wheel: Path, variant: Variant, image: str | None) -> BuiltWheel:
+def existing(wheel: Path, variant: Variant, image: str | None, matrix_name: str = "matrix.yaml") -> BuiltWheel:
     """A wheel built before, as the audit and the smoke tiers take it: its binaries read as they are (this checks
     a wheel, it does not repair it), its toolkit provisioned for the smoke tiers."""
     name = WheelName.of(wheel)
-    cell = next((c for c in variant.cells if c.python == name.python and c.platform == name.platform), None)
+    cell = next((c for c in variant.cells if (c.python_tag, c.platform) == (name.python_tag, name.platform)), None)
     if cell is None:
-        raise UserError(f"{wheel.name}: matrix.yaml builds no such wheel (Python {name.python} on {name.platform})")
+        made = ", ".join(sorted({c.python_tag for c in variant.cells if c.platform == name.platform})) or "none"
+        raise UserError(
+            f"{wheel.name}: {matrix_name} and the recipe build no {name.python_tag} wheel for {name.platform} "
+            f"(they build {made})"
+        )
     chosen = image or variant.cuda.platforms[name.platform].image
     if name.os == "linux":
         if chosen is None:
-            message = f"matrix.yaml names no {name.platform} image for CUDA {variant.major} — pass --image"
+            message = f"{matrix_name} names no {name.platform} image for CUDA {variant.major} — pass --image"
             raise UserError(f"{wheel.name}: {message}")
         ensure_image(chosen, name.arch)
     built = BuiltWheel(variant, cell, wheel.resolve(), chosen, provision(variant, name.os, name.arch), None)
@@ -193,15 +200,16 @@ def smoke_existing(root: Path, wheels: list[Path], image: str | None, matrix: Pa
     if problems:
         raise UserError("\n".join(one_line(p) for p in problems))
     plan = make_plan(root, matrix)
+    matrix_name = str(plan.matrix.source.file)
     builts = []
     for wheel in wheels:
         name = WheelName.of(wheel)
         variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
         if variant is None:
-            raise UserError(f"{wheel.name}: no recipe × CUDA major in matrix.yaml renders {name.distribution}")
+            raise UserError(f"{wheel.name}: no recipe × CUDA major in {matrix_name} renders {name.distribution}")
         if name.os == "windows" and host.platform_name() != "windows-amd64":
             raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this Linux host cannot")
-        builts.append(existing(wheel, variant, image))
+        builts.append(existing(wheel, variant, image, matrix_name))
     records = check_wheels(builts)
     summary(records)
     return records

@@ -16,6 +16,7 @@ from typing import TypeVar
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
+from .binaries.wheelfile import WheelAbi, cpython_tag, python_tag
 from .components import OS, component_table, platforms, toolkit_table
 from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
@@ -34,17 +35,15 @@ def _most_specific(policies: dict[str, list[T]], name: str) -> list[T] | None:
     return policies[best]
 
 
-def cpython_tag(version: str) -> str:
-    """`cp312` for "3.12"."""
-    return "cp" + version.replace(".", "")
-
-
 @dataclass(frozen=True)
 class Cell:
-    """One wheel to build: a CPython version on a platform."""
+    """One wheel to build: a CPython version on a platform. A wheel that serves several (abi3, py3-none) is built
+    with the oldest of them, `python`, and `serves` lists them all."""
 
     python: str
     platform: str
+    abi: WheelAbi = "cpython"
+    serves: tuple[str, ...] = ()  # every CPython the wheel is for, oldest first; () for a cpython cell: its own
 
     @property
     def os(self) -> OS:
@@ -54,6 +53,22 @@ class Cell:
     def identifier(self) -> str:
         """cibuildwheel's build identifier, e.g. cp312-manylinux_x86_64."""
         return f"{cpython_tag(self.python)}-{platforms()[self.platform].identifier}"
+
+    @property
+    def pythons(self) -> tuple[str, ...]:
+        """The CPythons the wheel is for."""
+        return self.serves or (self.python,)
+
+    @property
+    def python_tag(self) -> str:
+        """The Python part of the wheel's tag: cp312-cp312, cp310-abi3 or py3-none."""
+        return python_tag(self.python, self.abi)
+
+    def smoke_pythons(self, asked: list[str] | None = None) -> tuple[str, ...]:
+        """The CPythons the smoke tiers install the wheel on: of those it serves, the ones asked for (--python),
+        else the oldest and the newest."""
+        chosen = [p for p in self.pythons if p in (asked or ())]
+        return tuple(chosen) if chosen else tuple(dict.fromkeys((self.pythons[0], self.pythons[-1])))
 
 
 @dataclass(frozen=True)
@@ -208,13 +223,8 @@ class WheelJob:
 
     @property
     def args(self) -> tuple[str, ...]:
-        return (
-            "--recipe",
-            self.build.variant.recipe.name,
-            "--python",
-            self.cell.python,
-            *platform_args(self.cell.platform),
-        )
+        pythons = (arg for python in self.cell.smoke_pythons() for arg in ("--python", python))
+        return ("--recipe", self.build.variant.recipe.name, *pythons, *platform_args(self.cell.platform))
 
     @property
     def command(self) -> str:
@@ -224,9 +234,8 @@ class WheelJob:
     def wheel_glob(self) -> str:
         """The wheel's file name, with * for what the build decides (version, manylinux level)."""
         dist = self.build.variant.dist_name.replace("-", "_")
-        tag = cpython_tag(self.cell.python)
         platform = platforms()[self.cell.platform].identifier.replace("manylinux_", "manylinux*_")
-        return f"{dist}-*-{tag}-{tag}-{platform}.whl"
+        return f"{dist}-*-{self.cell.python_tag}-{platform}.whl"
 
     def as_json(self) -> dict[str, object]:
         variant = self.build.variant
@@ -244,6 +253,8 @@ class WheelJob:
             "size_limit_mb": variant.recipe.size_limit_mb,
             "cuda": variant.major,
             "python": self.cell.python,
+            "pythons": list(self.cell.pythons),
+            "abi": self.cell.abi,
             "platform": self.cell.platform,
         }
 
@@ -290,7 +301,9 @@ class Plan:
         for variant in self.variants:
             for platform in variant.platforms():
                 settings = variant.cuda.platforms[platform]
-                pythons = tuple(c.python for c in variant.cells if c.platform == platform)
+                # A wheel for several Pythons is asked for by those its smoke tiers take: its oldest and newest.
+                cells = [c for c in variant.cells if c.platform == platform]
+                pythons = tuple(dict.fromkeys(p for c in cells for p in c.smoke_pythons()))
                 jobs.append(BuildJob(variant, platform, settings.runner, pythons))
         return jobs
 
@@ -428,13 +441,24 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
         for entry in matrix.cuda:
             if recipe.cuda is not None and entry.major not in recipe.cuda:
                 continue
-            cells = tuple(
-                Cell(python, platform)
-                for platform in sorted(entry.platforms)
-                if recipe.builds_on(platform)
-                for python in matrix.python
-                if not any(rule.matches(python, entry.major, platform) for rule in matrix.exclude)
-            )
+            cells: list[Cell] = []
+            for platform in sorted(entry.platforms):
+                pythons = [
+                    python
+                    for python in matrix.python
+                    if not any(rule.matches(python, entry.major, platform) for rule in matrix.exclude)
+                ]
+                if not recipe.builds_on(platform) or not pythons:
+                    continue
+                if recipe.wheel_abi == "cpython":
+                    cells += [Cell(python, platform) for python in pythons]
+                else:  # one wheel for them all, built with the oldest
+                    pythons.sort(key=_version_key)
+                    cells.append(Cell(pythons[0], platform, recipe.wheel_abi, tuple(pythons)))
             if cells:
-                variants.append(Variant(recipe, recipe_dir, entry, cells, spec))
+                variants.append(Variant(recipe, recipe_dir, entry, tuple(cells), spec))
     return variants
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))

@@ -323,7 +323,7 @@ def template_context(
             "repair": windows_repair_command(variant),
             "environment": {k: cibuildwheel_value(v) for k, v in windows_environment(variant).items()},
         }
-    pythons = sorted({c.python for c in variant.cells}, key=lambda v: tuple(int(p) for p in v.split(".")))
+    pythons = sorted({p for c in variant.cells for p in c.pythons}, key=lambda v: tuple(int(p) for p in v.split(".")))
     classifiers = [
         "Development Status :: 4 - Beta",
         CLASSIFIER_GPU.format(major=variant.major),

@@ -67,6 +67,8 @@ class WheelRecord:
             "dist_name": built.variant.dist_name,
             "cuda": built.variant.major,
             "python": name.python,
+            "abi": name.abi,
+            "pythons": list(built.cell.pythons),
             "platform": built.cell.platform,
             "tags": sorted(str(t) for t in parse_wheel_filename(self.wheel)[3]),
             "size_bytes": built.path.stat().st_size,

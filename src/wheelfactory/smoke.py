@@ -1,14 +1,16 @@
 """GPU-free smoke tiers, each wheel on a clean machine: a fresh container of its build image (Linux, no network),
 or the runner itself (Windows).
 
-Tiers 1 and 2 run side by side in their own venvs, tier 3 meanwhile on this machine. What each binary must do
+Tiers 1 and 2 run side by side in their own venvs, tier 3 meanwhile on this machine; a wheel that serves several
+Pythons (abi3, py3-none) gets tiers 1 and 2 on the oldest and the newest of them. What each binary must do
 comes from what it really links (its DT_NEEDED or PE imports, as the repair read them), not from what the recipe
 allows: a module that opens CUDA lazily must import without it.
 
 1. A venv with the wheel and its non-CUDA requirements (fetched here from the index beforehand, as wheels for
    its Python and platform), no CUDA anywhere: `import pkg` and whatever links no CUDA library load under
    `python -W error`; what links one eagerly fails at its own load with ImportError (OSError for a library
-   loaded with ctypes); optional pieces raise ImportError carrying the pip command that fixes it.
+   loaded with ctypes); optional pieces raise ImportError carrying the pip command that fixes it. A package
+   that opens CUDA when imported (smoke.cuda_at_import) must fail that import cleanly, naming a CUDA library.
 2. The wheel and its NVIDIA requirements (and its CUDA extras') laid out as pip lays them out in each layout of
    data/layouts.yaml — in the container NVIDIA's wheels come from the toolkit cache, mounted where pip would have
    put them rather than installed again — then the wheel itself: every binary loads, its CUDA libraries are the
@@ -50,11 +52,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .binaries.wheelfile import WheelName, metadata, metadata_of, pack, unpack, with_extras
+from .binaries.wheelfile import WheelName, cpython_tag, metadata, metadata_of, pack, unpack, with_extras
 from .built import BuiltWheel
 from .components import NO_WHEEL, component_table, toolkit_table
 from .errors import ToolFailure, UserError
-from .plan import Variant, cpython_tag
+from .plan import Variant
 from .progress import step
 from .render import CLASSIFIER_GPU, extras, nvidia_dependencies, variant_module_name
 from .repair import installed_path, needed_components, site_packages
@@ -106,6 +108,7 @@ class TierResult:
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
     unsupported: str | None = None  # tier 2: why the recipe declares the layout unsupported
+    python: str | None = None  # the CPython it ran on, where the wheel is smoke-tested on several (abi3, py3-none)
 
     @property
     def passed(self) -> bool:
@@ -118,7 +121,8 @@ class TierResult:
 
     @property
     def label(self) -> str:
-        where = ", ".join(part for part in (self.layout, self.versions) if part)
+        on = f"Python {self.python}" if self.python else None
+        where = ", ".join(part for part in (self.layout, self.versions, on) if part)
         return f"tier {self.tier}" + (f" ({where})" if where else "")
 
     def as_json(self) -> dict[str, object]:
@@ -472,19 +476,45 @@ def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Chec
     eagerly fails at its own load with the error that says which, optional pieces name their pip fix. With
     `installed`, the shared install's checks: the venv holds a copy of it already."""
     smoke_spec = built.variant.recipe.smoke
-    checks = [_expect(s, "ok") for s in smoke_spec.gpu_free or [f"import {built.variant.recipe.import_name}"]]
+    if smoke_spec.cuda_at_import:  # and so does `python -m pkg._cuda_variant`, which imports pkg first
+        checks = [cuda_missing_at_import(built)]
+    else:
+        checks = [_expect(s, "ok") for s in smoke_spec.gpu_free or [f"import {built.variant.recipe.import_name}"]]
+        checks.append(variant_module_alone(built))
     checks += [e.check(cuda_installed=False) for e in binary_expectations(built)]
     no_wheel = optional_without_wheel(built)
     hint = no_wheel or "pip install"
     checks += [_expect(s, "ImportError", hint=hint) for s in smoke_spec.needs_optional]
-    module = variant_module_name(built.variant)
-    checks.append(
-        (
-            f"python -m {module} → exit 0, no other distribution provides the package",
-            {"command": ["python", "-m", module], "silent_of": "installed together"},
-        )
-    )
     return _run_tier(TierResult(1), machine, python, _alone(machine, built), checks, installed)
+
+
+def variant_module_alone(built: BuiltWheel, pythonpath: str | None = None) -> tuple[str, dict[str, object]]:
+    """`python -m pkg._cuda_variant` answers, and says nothing of another distribution: the wheel is alone."""
+    module = variant_module_name(built.variant)
+    return (
+        f"python -m {module} → exit 0, no other distribution provides the package",
+        {"command": ["python", "-m", module], "silent_of": "installed together", "pythonpath": pythonpath},
+    )
+
+
+def cuda_missing_at_import(built: BuiltWheel) -> tuple[str, dict[str, object]]:
+    """A package that opens CUDA when imported (smoke.cuda_at_import), on a machine without CUDA: the import fails
+    cleanly — ImportError, or OSError from ctypes — naming one of the CUDA libraries its binaries link."""
+    name = built.name
+    linked = sorted(
+        {
+            library
+            for binary in built.binaries.values()
+            for library in binary.needed
+            if needed_components((library,), built.variant.major, name.os, built.variant.declared)
+        }
+    )
+    return _expect(
+        f"import {built.variant.recipe.import_name}",
+        "ImportError|OSError",
+        why=f" naming {' or '.join(linked)}" if linked else "",
+        hint=linked or None,
+    )
 
 
 def neighbour_name(variant: Variant) -> str:
@@ -517,13 +547,15 @@ def two_variants(machine: Machine, python: str, built: BuiltWheel) -> TierResult
     installs = _alone(machine, built, machine.side_by_side)
     installs[-1].append(machine.neighbour)
     module, folder = variant_module_name(built.variant), machine.side_by_side
-    checks = [
-        _expect(f"import {built.variant.recipe.import_name}", "UserWarning", hint=other, pythonpath=folder),
-        (
-            f"python -m {module} → exit 1, naming {other}",
-            {"command": ["python", "-m", module], "pythonpath": folder, "exit": 1, "says": other},
-        ),
-    ]
+    # The warning comes first, before anything the package loads: even one that opens CUDA at import gives it.
+    checks = [_expect(f"import {built.variant.recipe.import_name}", "UserWarning", hint=other, pythonpath=folder)]
+    if not built.variant.recipe.smoke.cuda_at_import:  # else `python -m` dies importing the package, CUDA-less
+        checks.append(
+            (
+                f"python -m {module} → exit 1, naming {other}",
+                {"command": ["python", "-m", module], "pythonpath": folder, "exit": 1, "says": other},
+            )
+        )
     return _run_tier(TierResult(1, f"beside {other}"), machine, python, installs, checks)
 
 
@@ -570,7 +602,10 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
     `installed`, the shared install's checks: the venv holds a copy of it already."""
     smoke_spec = built.variant.recipe.smoke
     site, pythonpath = layout.site, layout.pythonpath
-    checks = [e.check(cuda_installed=True, site=site, pythonpath=pythonpath) for e in binary_expectations(built)]
+    checks = [_expect(f"import {built.variant.recipe.import_name}", "ok", site=site, pythonpath=pythonpath)]
+    if smoke_spec.cuda_at_import:  # tier 1 could not run it: the package does not import without CUDA
+        checks.append(variant_module_alone(built, pythonpath))
+    checks += [e.check(cuda_installed=True, site=site, pythonpath=pythonpath) for e in binary_expectations(built)]
     checks += [_expect(s, "ok", site=site, pythonpath=pythonpath) for s in smoke_spec.gpu_free]
     no_wheel = optional_without_wheel(built)
     checks += [
@@ -670,16 +705,16 @@ def compatible_platforms(platform_tag: str) -> list[str]:
     return tags
 
 
-def download_requirements(wheel: Path, into: Path) -> Path | None:
-    """The wheels of `wheel`'s non-CUDA requirements for its Python and platform, fetched here from pip's index
-    (the smoke machine has no network); None when it has none."""
+def download_requirements(wheel: Path, python: str, into: Path) -> Path | None:
+    """The wheels of `wheel`'s non-CUDA requirements for CPython `python` and the wheel's platform, fetched here
+    from pip's index (the smoke machine has no network); None when it has none."""
     lines = requirements(wheel)
     if not lines:
         return None
     name = WheelName.of(wheel)
-    tag = cpython_tag(name.python)
+    tag = cpython_tag(python)
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(into)]
-    command += ["--only-binary", ":all:", "--python-version", name.python, "--implementation", "cp"]
+    command += ["--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
     command += ["--abi", tag, "--abi", "abi3", "--abi", "none"]
     command += [arg for platform in compatible_platforms(name.platform_tag) for arg in ("--platform", platform)]
     command += lines
@@ -716,47 +751,67 @@ def _once_installed(installing: Future[list[Check]], run: Callable[..., TierResu
 
 
 def smoke(built: BuiltWheel) -> list[TierResult]:
-    """Tiers 1 and 2 on a clean machine, tier 3 on this one: all three at once (their venvs are apart)."""
+    """Tiers 1 and 2 on a clean machine for each CPython the wheel is smoke-tested on (its own; the oldest and the
+    newest of those an abi3 or py3-none wheel serves), tier 3 on this one meanwhile."""
     name, wheel = built.name, built.path.resolve()
     if name.os == "linux" and built.image is None:
         raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
     if name.os == "windows" and sys.platform != "win32":
         raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
     nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v) for v in ("floors", "newest")}
-    with tempfile.TemporaryDirectory(prefix="smoke-requirements-") as scratch, ThreadPoolExecutor(8) as pool:
+    pythons = built.smoke_pythons
+    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8) as pool:
         metadata_tier = pool.submit(tier3, wheel, built.variant)  # while the machine starts
         (Path(scratch) / "neighbour").mkdir()
         neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
-        (Path(scratch) / "requirements").mkdir()
-        found = download_requirements(wheel, Path(scratch) / "requirements")
-        machine: Machine
-        if built.image is not None and name.os == "linux":
-            runtimes = {versions: runtime_site(built.toolkit, wheels) for versions, wheels in nvidia.items()}
-            decoys = nvrtc_decoys(built.variant)
-            machine = ContainerMachine(built.image, wheel, runtimes, name.python, found, neighbour, decoys)
-        else:
-            machine = HostMachine(wheel, nvidia, name.python, found, neighbour)
-        try:
-            bare, layouts = machine.create_venvs()
-            if isinstance(machine, ContainerMachine):
-                # One pip run serves every venv that holds the wheel: the first layout's, copied into the others;
-                # the --target folder gets its own (pip lays a wheel out differently there).
-                first, *others = [layout for layout in layouts if layout.name != "target"]
-                copies = [bare, *(layout.python for layout in others)]
-                installing = pool.submit(shared_install, machine, built, first.python, copies)
-                tiers = [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
-                tiers += [
-                    pool.submit(tier2, machine, lay, built)
-                    if lay.name == "target"
-                    else pool.submit(_once_installed, installing, tier2, machine, lay, built)
-                    for lay in layouts
-                ]
-                tiers.append(pool.submit(two_variants, machine, bare, built))
-            else:
-                tiers = [pool.submit(tier1, machine, bare, built)]
-                tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
-                tiers.append(pool.submit(two_variants, machine, bare, built))
-            results = [tier.result() for tier in tiers]
-        finally:
-            machine.close()
+        results = []
+        for python in pythons:
+            (Path(scratch) / f"requirements-{python}").mkdir()
+            found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}")
+            on_python = _smoke_on(built, python, nvidia, found, neighbour, pool)
+            if len(pythons) > 1:
+                for result in on_python:
+                    result.python = python
+            results += on_python
         return [*results, metadata_tier.result()]
+
+
+def _smoke_on(
+    built: BuiltWheel,
+    python: str,
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]],
+    found: Path | None,
+    neighbour: Path,
+    pool: ThreadPoolExecutor,
+) -> list[TierResult]:
+    """Tiers 1 and 2, and the two-variants check, on one CPython's clean machine."""
+    wheel = built.path.resolve()
+    machine: Machine
+    if built.image is not None and built.name.os == "linux":
+        runtimes = {versions: runtime_site(built.toolkit, wheels) for versions, wheels in nvidia.items()}
+        decoys = nvrtc_decoys(built.variant)
+        machine = ContainerMachine(built.image, wheel, runtimes, python, found, neighbour, decoys)
+    else:
+        machine = HostMachine(wheel, nvidia, python, found, neighbour)
+    try:
+        bare, layouts = machine.create_venvs()
+        if isinstance(machine, ContainerMachine):
+            # One pip run serves every venv that holds the wheel: the first layout's, copied into the others; the
+            # --target folder gets its own (pip lays a wheel out differently there).
+            first, *others = [layout for layout in layouts if layout.name != "target"]
+            copies = [bare, *(layout.python for layout in others)]
+            installing = pool.submit(shared_install, machine, built, first.python, copies)
+            tiers = [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
+            tiers += [
+                pool.submit(tier2, machine, lay, built)
+                if lay.name == "target"
+                else pool.submit(_once_installed, installing, tier2, machine, lay, built)
+                for lay in layouts
+            ]
+        else:
+            tiers = [pool.submit(tier1, machine, bare, built)]
+            tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
+        tiers.append(pool.submit(two_variants, machine, bare, built))
+        return [tier.result() for tier in tiers]
+    finally:
+        machine.close()

@@ -3,8 +3,8 @@
     python smoke_probe.py CHECKS     CHECKS: a JSON list; prints a JSON list of outcomes, one per check
 
 Each check runs in its own fresh interpreter (`python -W error -I`), so one import cannot help another:
-    {"statement": "...", "expect": "ok" or the exception it must raise ("ImportError", "OSError"),
-     "hint": text that exception must carry, or null,
+    {"statement": "...", "expect": "ok" or the exception it must raise ("ImportError", "ImportError|OSError"),
+     "hint": text that exception must carry (a list: one of them), or null,
      "site": the directory every CUDA library loaded must come from, or null,
      "cuda_libraries": file-name patterns of CUDA's libraries (every major's, and the driver),
      "pythonpath": PYTHONPATH for the check (then `-s` instead of `-I`), or null}
@@ -46,9 +46,11 @@ def _one(spec: dict[str, object]) -> dict[str, object]:
     except BaseException as exc:  # what was not expected is a failure, with what it said
         import traceback  # only here: most checks raise nothing
 
-        wanted = expect != "ok" and isinstance(exc, getattr(builtins, expect))
+        wanted = expect != "ok" and isinstance(exc, tuple(getattr(builtins, e) for e in expect.split("|")))
         message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return {"raised": message, "as_expected": wanted and str(spec.get("hint") or "") in str(exc)}
+        hint = spec.get("hint") or ""
+        hints = [str(h) for h in hint] if isinstance(hint, list) else [str(hint)]
+        return {"raised": message, "as_expected": wanted and any(h in str(exc) for h in hints)}
     return {"raised": None, "mapped": _mapped_paths()}
 
 

@@ -22,12 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import host
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import WheelName
+from .binaries.wheelfile import WheelAbi, WheelName, python_tag
 from .components import platforms
 from .errors import InputError, Problem
 from .inputs import yamlsource
 from .inputs.validation import VersionText, problems_from
-from .plan import cpython_tag
 from .untrusted.shown import shown
 
 MIB = 1024 * 1024
@@ -41,6 +40,7 @@ class PlannedWheel(BaseModel):
     dist_name: Annotated[str, Field(min_length=1)]
     version: Annotated[str, Field(min_length=1)]
     python: VersionText
+    abi: WheelAbi = "cpython"  # plans written before abi3 and py3-none wheels say none
     platform: str
     size_limit_mb: Annotated[int, Field(gt=0)]
 
@@ -53,7 +53,7 @@ class PlannedWheel(BaseModel):
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        return str(canonicalize_name(self.dist_name)), self.version, cpython_tag(self.python), self.platform
+        return str(canonicalize_name(self.dist_name)), self.version, python_tag(self.python, self.abi), self.platform
 
 
 class _Smoke(BaseModel):
@@ -95,11 +95,12 @@ def _job_named(data: object, message: str) -> str:
 
 
 def _tag_problems(name: WheelName, job: PlannedWheel) -> list[str]:
-    """The wheel's tags are exactly its job's: CPython X.Y with its own ABI (the platform, OS, machine and policy,
-    matched the job already: WheelName reads only manylinux or win_amd64 tags, all of one platform)."""
-    wanted = cpython_tag(job.python)
-    odd = sorted(str(t) for t in name.tags if (t.interpreter, t.abi) != (wanted, wanted))
-    return [f"tagged {', '.join(odd)}, where job {job.id} builds {wanted}-{wanted}"] if odd else []
+    """The wheel's tags are exactly its job's: CPython X.Y with its own ABI, the stable ABI from X.Y, or py3-none
+    (the platform, OS, machine and policy matched the job already: WheelName reads only manylinux or win_amd64
+    tags, all of one platform)."""
+    wanted = python_tag(job.python, job.abi)
+    odd = sorted(str(t) for t in name.tags if f"{t.interpreter}-{t.abi}" != wanted)
+    return [f"tagged {', '.join(odd)}, where job {job.id} builds {wanted}"] if odd else []
 
 
 def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path]) -> list[str]:
@@ -112,7 +113,7 @@ def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path
         problems += wheel_problems
         if name is None:
             continue
-        key = (str(name.distribution), str(name.version), cpython_tag(name.python), name.platform)
+        key = (str(name.distribution), str(name.version), name.python_tag, name.platform)
         if key in found:
             problems.append(f"{wheel.name}: a second wheel for the same job as {found[key].name}")
         found[key] = wheel

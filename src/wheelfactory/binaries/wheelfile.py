@@ -41,35 +41,51 @@ def platform_of_tag(tag: str) -> tuple[OS, str] | None:
     return ("linux", match["arch"]) if match else None
 
 
+# What a wheel's tag says of Python: one CPython's ABI, the stable ABI (abi3), or none (py3-none).
+WheelAbi = Literal["cpython", "abi3", "none"]
+
+
 @dataclass(frozen=True)
 class WheelName:
-    """What a wheel's file name says: cp312-cp312-manylinux_2_28_x86_64 → Python 3.12 on Linux x86_64."""
+    """What a wheel's file name says: cp312-cp312-manylinux_2_28_x86_64 → Python 3.12 on Linux x86_64;
+    cp310-abi3-… → the stable ABI, CPython 3.10 and newer; py3-none-… → every Python 3 (no extension module)."""
 
     distribution: NormalizedName
     version: Version
-    python: str  # "3.12"
+    python: str  # the oldest CPython it serves: "3.12" (cp312, cp310-abi3 → "3.10"); "3" for py3-none
     platform_tag: str  # manylinux_2_28_x86_64, win_amd64
     os: OS
     arch: str  # x86_64, aarch64, AMD64 (as cibuildwheel and the platform table spell it)
     tags: frozenset[Tag] = frozenset()
+    abi: WheelAbi = "cpython"
 
     @property
     def platform(self) -> str:
         """The matrix platform the wheel is for: linux-x86_64, linux-aarch64 or windows-amd64."""
         return next(name for name, p in platforms().items() if p.os == self.os and p.cibw_arch == self.arch)
 
+    @property
+    def python_tag(self) -> str:
+        """The Python part of the file name's tag: cp312-cp312, cp310-abi3 or py3-none."""
+        return python_tag(self.python, self.abi)
+
     @classmethod
     def of(cls, wheel: Path) -> WheelName:
-        """The name parsed as pip parses it, and refused (BadBytes) unless it is one CPython's wheel for one matrix
-        platform: a cpXY interpreter and its ABI, and platform tags that all name the same OS and machine."""
+        """The name parsed as pip parses it, and refused (BadBytes) unless it is one CPython's wheel (cpXY-cpXY),
+        a stable-ABI wheel (cpXY-abi3) or a Python-independent one (py3-none), for one matrix platform: platform
+        tags that all name the same OS and machine."""
         try:
             name, version, _, tags = parse_wheel_filename(wheel.name)
         except (InvalidWheelFilename, InvalidVersion) as exc:
             raise BadBytes(f"{shown(wheel.name)}: not a wheel's file name ({shown(exc)})") from None
-        interpreters = {t.interpreter for t in tags}
+        pythons = {(t.interpreter, t.abi) for t in tags}
+        interpreter, abi = next(iter(pythons))
+        if len(pythons) != 1 or not _python_tag_ok(interpreter, abi):
+            shown_tags = ", ".join(sorted(f"{i}-{a}" for i, a in pythons))
+            raise BadBytes(
+                f"{shown(wheel.name)}: tagged for {shown(shown_tags)}, not one of cpXY-cpXY, cpXY-abi3 or py3-none"
+            )
         platforms_of = {platform_of_tag(t.platform) for t in tags}
-        if len(interpreters) != 1 or not re.fullmatch(r"cp3\d+", next(iter(interpreters))):
-            raise BadBytes(f"{shown(wheel.name)}: tagged for {', '.join(sorted(interpreters))}, not one CPython 3")
         if None in platforms_of or len(platforms_of) != 1:
             tags_shown = ", ".join(sorted(t.platform for t in tags))
             raise BadBytes(
@@ -77,9 +93,28 @@ class WheelName:
                 f"({', '.join(sorted(platforms()))}: manylinux or win_amd64)"
             )
         ((os_name, arch),) = platforms_of  # type: ignore[misc]
-        interpreter = next(iter(interpreters))
+        python = "3" if abi == "none" else f"{interpreter[2]}.{interpreter[3:]}"
+        wheel_abi: WheelAbi = "none" if abi == "none" else "abi3" if abi == "abi3" else "cpython"
         platform_tag = sorted({t.platform for t in tags})[-1]
-        return cls(name, version, f"{interpreter[2]}.{interpreter[3:]}", platform_tag, os_name, arch, frozenset(tags))
+        return cls(name, version, python, platform_tag, os_name, arch, frozenset(tags), wheel_abi)
+
+
+def _python_tag_ok(interpreter: str, abi: str) -> bool:
+    if abi == "none":
+        return interpreter == "py3"
+    return re.fullmatch(r"cp3\d+", interpreter) is not None and abi in (interpreter, "abi3")
+
+
+def cpython_tag(version: str) -> str:
+    """`cp312` for "3.12"."""
+    return "cp" + version.replace(".", "")
+
+
+def python_tag(python: str, abi: WheelAbi) -> str:
+    """The Python part of a wheel's tag: cp312-cp312, cp310-abi3 (the stable ABI from 3.10) or py3-none."""
+    if abi == "none":
+        return "py3-none"
+    return f"{cpython_tag(python)}-{'abi3' if abi == 'abi3' else cpython_tag(python)}"
 
 
 def unpack(wheel: Path, into: Path) -> Path:

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 from pydantic_core import PydanticCustomError
 
+from ..binaries.wheelfile import WheelAbi
 from ..components import component_table, install_layouts, platforms, toolkit_table
 from ..errors import InputError, Problem
 from ..untrusted.shown import shown
@@ -100,6 +101,9 @@ class Smoke(Strict):
     # report and the variant's description), e.g. {target: "opens its library from sys.prefix"}. Their tier 2
     # still runs, and reports, but does not keep the wheel out of dist/. Default: every layout is supported.
     unsupported_layouts: dict[str, str] = {}
+    # The package opens a CUDA library when it is imported (a library loaded with ctypes at import, as cufinufft
+    # does): tier 1 then expects `import pkg` to fail cleanly, naming the missing library, and tier 2 imports it.
+    cuda_at_import: bool = False
 
 
 class GpuCheck(Strict):
@@ -115,6 +119,10 @@ class Recipe(Strict):
     # Every top-level package the wheel installs (CuPy: cupy, cupyx, cupy_backends); default: [import].
     packages: list[str] = []
     source: Source
+    # What the wheel's tag says of Python. cpython: one wheel per CPython of the matrix (cp312-cp312). abi3: one
+    # wheel on the stable ABI, built with the matrix's oldest CPython and serving every newer one (cp310-abi3).
+    # none: one wheel with no extension module for every Python (py3-none), e.g. a CUDA library opened with ctypes.
+    wheel_abi: WheelAbi = "cpython"
     cuda: list[int] | None = None  # CUDA majors this recipe supports; all of the matrix's when absent
     platforms: list[str] | None = None  # platforms it supports (e.g. [linux-x86_64]); all of the matrix's when absent
     components: list[str]
@@ -217,6 +225,7 @@ def check_recipe(
                 "shared_libraries",
                 "components",
                 "optional",
+                "wheel_abi",
             },
             lambda: _check_modules(recipe, src),
         ),
@@ -653,8 +662,18 @@ def _check_windows_names(recipe: Recipe, src: SourceMap) -> list[Problem]:
 def _check_modules(recipe: Recipe, src: SourceMap) -> list[Problem]:
     packages = list(dict.fromkeys([recipe.import_name.split(".")[0], *recipe.packages]))
     problems = []
-    if not recipe.modules:
-        message = "no modules — list each extension module and the components it may link ([] for none)"
+    if not recipe.modules and recipe.wheel_abi != "none":
+        message = (
+            "no modules — list each extension module and the components it may link ([] for none); a package "
+            "with no extension module says wheel_abi: none"
+        )
+        problems.append(src.problem(("modules",), message))
+    if recipe.modules and recipe.wheel_abi == "none":
+        listed = ", ".join(recipe.modules)
+        message = (
+            f"a py3-none wheel (wheel_abi: none) has no extension module, yet modules lists {listed} — move a "
+            "library opened with ctypes to shared_libraries, or say wheel_abi: cpython or abi3"
+        )
         problems.append(src.problem(("modules",), message))
     valid_import = _is_import_name(recipe.import_name)  # else "outside the package" would only repeat it
     for module, allowed in recipe.modules.items():

@@ -464,14 +464,15 @@ def nvcc_version(prefix: Path, os_name: OS, arch: str) -> str | None:
 
 
 def marker_environment(name: WheelName) -> dict[str, str]:
-    """The environment markers of the machine a wheel installs on (its OS, machine and Python)."""
+    """The environment markers of the machine a wheel installs on (its OS, machine and Python: the oldest it
+    serves; this one's for a py3-none wheel, which names none)."""
+    python = {"python_version": name.python, "python_full_version": f"{name.python}.0"} if name.abi != "none" else {}
     return {
         **{key: str(value) for key, value in default_environment().items()},
         "sys_platform": "win32" if name.os == "windows" else "linux",
         "platform_system": "Windows" if name.os == "windows" else "Linux",
         "platform_machine": name.arch,
-        "python_version": name.python,
-        "python_full_version": f"{name.python}.0",
+        **python,
     }
 
 

@@ -1,0 +1,24 @@
+"""Opens its CUDA library with ctypes at import, as cufinufft does: without CUDA's runtime the import fails."""
+
+import ctypes
+import os
+
+_library = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "libctlib.so"))
+
+
+def runtime_version() -> int:
+    return int(_library.ctlib_runtime_version())
+
+
+def scale(values: list[float], factor: float) -> list[float]:
+    array = (ctypes.c_float * len(values))(*values)
+    status = _library.ctlib_scale(array, ctypes.c_float(factor), len(values))
+    if status != 0:
+        raise RuntimeError(f"ctlib_scale failed ({status})")
+    return list(array)
+
+
+def cuda_runtime_path() -> str:
+    """Where the CUDA runtime this process uses was loaded from."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        return next(line.split()[-1] for line in maps if "libcudart.so" in line)
