@@ -73,6 +73,9 @@ def test_a_stable_abi_wheel_is_built_once_and_smoke_tested_on_two_pythons(
     for python in PYTHONS:
         assert {t.layout for t in smoked[python] if t.tier == 2} == {"venv", "system-site-packages", "target"}
         assert all(t.passed for t in smoked[python]), [t.label for t in smoked[python] if not t.passed]
+    # setup.py's python_requires=">=3.7" won over the rendered pyproject's; the repair made it the variant's.
+    assert record.built.requires_python_was == ">=3.7"
+    assert metadata(stablelib.wheel)["Requires-Python"] == ">=3.10"
     classifiers = metadata(stablelib.wheel).get_all("Classifier") or []
     assert {f"Programming Language :: Python :: {v}" for v in ("3.10", "3.11", "3.12", "3.13", "3.14")} <= set(
         classifiers

@@ -43,6 +43,8 @@ class BuiltWheel:
     binaries: dict[str, Binary] = field(default_factory=dict)  # every ELF/PE file, read once
     rpath_changes: list[RpathChange] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    # The repair's: what the build's Requires-Python said where it was not the variant's ("" for nothing)
+    requires_python_was: str | None = None
     asked_pythons: tuple[str, ...] = ()  # --python: which of the Pythons a wheel serves the smoke tiers take
 
     @property

@@ -121,9 +121,32 @@ def record_gpu_code(tree: Path, binaries: dict[str, Binary], built: BuiltWheel) 
     return changed
 
 
+_REQUIRES_PYTHON_LINE = re.compile(r"^Requires-Python: *(.*)$", re.MULTILINE)
+
+
+def set_requires_python(tree: Path, built: BuiltWheel) -> str | None:
+    """Make the unpacked wheel's Requires-Python the variant's (the Pythons the matrix builds and smoke-tests).
+    setuptools lets a setup.py's python_requires win over the rendered pyproject's without a word. What it said
+    before, where it differed ("" where it said nothing); None where it was right."""
+    (info,) = tree.glob("*.dist-info")
+    metadata_file = info / "METADATA"
+    text = metadata_file.read_text(encoding="utf-8")
+    wanted = str(built.variant.requires_python)
+    found = _REQUIRES_PYTHON_LINE.search(text)
+    if found is not None and found.group(1).strip() == wanted:
+        return None
+    line = f"Requires-Python: {wanted}"
+    if found is not None:
+        updated = text[: found.start()] + line + text[found.end() :]
+    else:  # after Version, where the core metadata fields are
+        updated = re.sub(r"^(Version: .*)$", lambda m: f"{m.group(1)}\n{line}", text, count=1, flags=re.MULTILINE)
+    metadata_file.write_text(updated, encoding="utf-8")
+    return found.group(1).strip() if found is not None else ""
+
+
 def repair(built: BuiltWheel, out_dir: Path) -> None:
     """Read the wheel's binaries; on Linux set each one's RPATH; write the GPU code they carry into the variant
-    modules; and write the repaired wheel to out_dir."""
+    modules and the variant's Requires-Python into the metadata; and write the repaired wheel to out_dir."""
     name = built.name
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
@@ -145,9 +168,10 @@ def repair(built: BuiltWheel, out_dir: Path) -> None:
             changes.append(RpathChange(member, binary.rpath + binary.runpath, after))
             binaries[member] = binary.with_rpath(after)
         recorded = record_gpu_code(tree, binaries, built)
+        built.requires_python_was = set_requires_python(tree, built)
         target = out_dir / built.path.name
         target.unlink(missing_ok=True)
-        if changes or recorded:
+        if changes or recorded or built.requires_python_was is not None:
             built.path = pack(tree, out_dir, built.run.source_date_epoch if built.run else None)
         elif built.path.parent.resolve() != out_dir.resolve():
             shutil.copy2(built.path, target)

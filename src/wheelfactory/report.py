@@ -75,6 +75,7 @@ class WheelRecord:
             "passed": self.passed,
             "binaries": binaries,
             "rpath_changes": [asdict(c) for c in built.rpath_changes],
+            "requires_python_was": built.requires_python_was,
             "build_log": str(built.run.log) if built.run else "",
             "source_date_epoch": built.run.source_date_epoch if built.run else None,
             "toolkit": toolkit_json(built),

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Protocol
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from . import host
@@ -674,6 +675,16 @@ def tier3(wheel: Path, variant: Variant) -> TierResult:
             f"Requires-Dist names exactly the CUDA {variant.major} wheels",
             nvidia == expected,
             ", ".join(sorted(nvidia)),
+        )
+    )
+    # What the rendered pyproject says; a setup.py's python_requires that won over it would let pip install the
+    # wheel on Pythons the matrix never smoke-tested.
+    declared = found.get("Requires-Python")
+    result.checks.append(
+        Check(
+            f"Requires-Python is the variant's {variant.requires_python}",
+            declared is not None and SpecifierSet(declared) == variant.requires_python,
+            declared or "none",
         )
     )
     classifiers = found.get_all("Classifier") or []

@@ -1,4 +1,5 @@
-"""An extension module on the stable ABI (Python 3.10 and newer) that links the CUDA runtime."""
+"""An extension module on the stable ABI (Python 3.10 and newer) that links the CUDA runtime. Its python_requires
+is older than the matrix's, as torchsort's is: setuptools lets it win over the rendered pyproject's."""
 
 import os
 
@@ -10,6 +11,7 @@ setup(
     version="2.0.0",
     description="A stable-ABI extension module that links the CUDA runtime",
     packages=["stablelib"],
+    python_requires=">=3.7",
     ext_modules=[
         Extension(
             "stablelib._runtime",
