@@ -412,6 +412,16 @@ def test_the_gate_passes_a_sound_wheel(tmp_path: Path) -> None:
     assert verify([JOB], [_sound(tmp_path)]) == []
 
 
+@pytest.mark.parametrize(("abi", "tag"), [("abi3", "cp310-abi3"), ("none", "py3-none")])
+def test_the_gate_passes_one_wheel_for_every_python_where_the_plan_says_so(abi: str, tag: str, tmp_path: Path) -> None:
+    job = {**JOB, "python": "3.10", "abi": abi, "pythons": ["3.10", "3.11"]}
+    wheel = _sound(tmp_path, WHEEL.replace("cp312-cp312", tag))
+    assert verify([job], [wheel]) == []
+    # The same job's wheel for one CPython is not it: one missing, one extra.
+    problems = verify([job], [_sound(tmp_path, WHEEL.replace("cp312-cp312", "cp310-cp310"))])
+    assert [p.split(":")[0] for p in problems] == ["missing", "extra"], problems
+
+
 def test_the_gate_holds_each_wheel_to_its_size_limit(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, WHEEL, {"cuprobe/data.bin": os.urandom(3 << 19)}, metadata=DESCRIBED)
     assert verify([{**JOB, "size_limit_mb": 1}], [wheel]) == [f"{WHEEL}: 1.5 MiB, over its 1 MiB limit"]
