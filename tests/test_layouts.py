@@ -216,6 +216,11 @@ def test_a_library_shipped_as_a_data_file_works_where_the_recipe_says(datalib: B
     assert {f"{data}/data/lib/libdatalib.so", f"{data}/scripts/datalib-info", f"{data}/headers/datalib.h"} <= members
     library = next(b for b in record.audit.binaries if b.member.endswith("libdatalib.so")) if record.audit else None
     assert library is not None and library.device_code and library.components == ["cudart"]
+    # Its setup.py hands nvcc `-ccbin $CC` as PyTorch's cpp_extension does, $CC being the compiler cache's wrapper:
+    # nvcc under sccache with sccache as its host compiler failed; the factory's nvcc drops that -ccbin.
+    assert record.built.run is not None
+    log = record.built.run.log.read_text(errors="replace")
+    assert "nvcc: dropped -ccbin /opt/wheelfactory/cached/cc" in log
     layouts = _layouts(record.smoke)
     assert set(layouts) == set(SITES)
     for name, tier in layouts.items():

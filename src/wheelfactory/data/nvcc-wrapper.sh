@@ -7,6 +7,30 @@
 # output file is replaced by one of the same length derived from the output's own path: the same source then
 # gives the same bytes, and different outputs keep different names.
 real="$(dirname "$(readlink -f "$0")")/../libexec/nvcc"
+
+# PyTorch's cpp_extension (and other builds) pass `-ccbin $CC`, and $CC is the factory's compiler-cache wrapper:
+# nvcc would then run under sccache with sccache again as its host compiler, and past the host compiler the
+# factory chose for this release (NVCC_PREPEND_FLAGS names it). Such a -ccbin is dropped; any other is kept.
+cached=/opt/wheelfactory/cached
+held=""
+for argument in "$@"; do
+    shift
+    if [ -n "$held" ]; then
+        case "$argument" in
+            "$cached"/*) echo "wheelfactory: nvcc: dropped $held $argument (the compiler cache's wrapper)" >&2 ;;
+            *) set -- "$@" "$held" "$argument" ;;
+        esac
+        held=""
+        continue
+    fi
+    case "$argument" in
+        -ccbin | --compiler-bindir) held="$argument" ;;
+        -ccbin="$cached"/* | --compiler-bindir="$cached"/*)
+            echo "wheelfactory: nvcc: dropped $argument (the compiler cache's wrapper)" >&2 ;;
+        *) set -- "$@" "$argument" ;;
+    esac
+done
+[ -z "$held" ] || set -- "$@" "$held"
 if [ -n "${WHEELFACTORY_SCCACHE:-}" ] && [ -f "$WHEELFACTORY_SCCACHE" ] && [ -x "$WHEELFACTORY_SCCACHE" ]; then
     set -- "$WHEELFACTORY_SCCACHE" "$real" "$@"
 else

@@ -1,6 +1,7 @@
 """Shaped like CyFES: nvcc builds a CUDA library that ships as a data file (<dist>.data/data/lib/), opened at run
 time from sys.prefix/lib with ctypes; a CUDA-free extension module, a script, a console script and a header
-ride along. The library is compiled with $CUDA_HOME/bin/nvcc and the flags in DATALIB_NVCC_FLAGS."""
+ride along. The library is compiled with $CUDA_HOME/bin/nvcc and the flags in DATALIB_NVCC_FLAGS, and with
+`-ccbin $CC` as PyTorch's cpp_extension passes it (where the build sets CC)."""
 
 import os
 import shlex
@@ -17,7 +18,8 @@ class BuildWithNvcc(build_py):
         os.makedirs(os.path.dirname(LIBRARY), exist_ok=True)
         nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
         flags = shlex.split(os.environ.get("DATALIB_NVCC_FLAGS", ""))
-        command = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", *flags, "-o", LIBRARY]
+        host = ["-ccbin", os.environ["CC"]] if os.environ.get("CC") else []
+        command = [nvcc, *host, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", *flags, "-o", LIBRARY]
         subprocess.check_call([*command, "src/kernels.cu"])
         super().run()
 
