@@ -28,9 +28,12 @@ from .errors import ToolFailure, UserError
 from .plan import Cell, Variant
 from .progress import step
 from .render import PREPARE_SCRIPT, STATS_SCRIPT, VARIANT_MODULE, RenderedVariant
-from .sources import package_dir, source_date_epoch, source_tree
+from .sources import extra_source_tree, package_dir, source_date_epoch, source_tree
 from .toolkit import msvc
+from .toolkit.buildenv import EXTRA_SOURCES_DIR
 from .toolkit.provision import Toolkit
+from .untrusted.cache import SEAL
+from .untrusted.shown import shown
 
 # What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
 _HOST_COMPILER = re.compile(r"^wheelfactory: nvcc's host compiler is (?P<compiler>.+)$", re.MULTILINE)
@@ -55,6 +58,52 @@ def compiler_cache_stats(path: Path) -> dict[str, object] | None:
         },
         "not_cacheable": sum(stats.get("not_cached", {}).values()),
     }
+
+
+# What git, curl, CMake and pip print when a download fails; FetchContent's own words for its download step (the
+# name it was declared with); and what a CMake build prints when a script it fetched with file(DOWNLOAD), which
+# fails without a word, is missing (CPM.cmake's first command).
+_DOWNLOAD_FAILED = re.compile(
+    r"could not resolve host|unable to access|failed to (?:connect|clone|download)|name or service not known|"
+    r"temporary failure in name resolution|network is unreachable|couldn't connect",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"(?:https?|git|ssh)://[^\s'\"<>)]+")
+_FETCH_STEP_FAILED = re.compile(r"(?:CMake|Build) step for (\S+) failed|could not find git for clone of (\S+)-populate")
+_MISSING_CPM = re.compile(r'Unknown CMake command "(CPM\w+)"')
+# FetchContent_Declare(name ... GIT_REPOSITORY url | URL url) and CPMAddPackage(NAME name ... GIT_REPOSITORY url)
+_DECLARED = re.compile(
+    r"(?:FetchContent_Declare\(\s*|CPMAddPackage\([^)]*?\bNAME\s+)([\w.-]+)[^)]*?\b(?:GIT_REPOSITORY|URL)\s+\"?([^\s\")]+)",
+    re.IGNORECASE,
+)
+MAX_CMAKE_FILE_BYTES = 1 << 20
+
+
+def fetch_declarations(tree: Path) -> dict[str, str]:
+    """What the source's CMake files declare they fetch: {name, lowercased: URL} (the source's text is read, never
+    run; files past a MiB are skipped)."""
+    declared: dict[str, str] = {}
+    for path in sorted([*tree.rglob("CMakeLists.txt"), *tree.rglob("*.cmake")]):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_CMAKE_FILE_BYTES:
+            for name, url in _DECLARED.findall(path.read_text(encoding="utf-8", errors="replace")):
+                declared.setdefault(name.lower(), url)
+    return declared
+
+
+def download_attempts(log: str, declared: dict[str, str] | None = None) -> list[str]:
+    """What the build tried to download and could not, as its log says (and, where FetchContent names only what it
+    was declared as, the URL the source's CMake files give it): each once, escaped."""
+    found = [
+        url.rstrip("/.") for line in log.splitlines() if _DOWNLOAD_FAILED.search(line) for url in _URL.findall(line)
+    ]
+    for step_name, clone_name in _FETCH_STEP_FAILED.findall(log):
+        name = step_name or clone_name
+        found.append((declared or {}).get(name.lower(), f"{name} (FetchContent)").rstrip("/"))
+    found += [
+        f"CPM.cmake (its {command} is unknown: file(DOWNLOAD) of it failed quietly)"
+        for command in _MISSING_CPM.findall(log)
+    ]
+    return [shown(item) for item in dict.fromkeys(found)]
 
 
 def select_cells(variant: Variant, platform_name: str, pythons: list[str]) -> list[Cell]:
@@ -98,6 +147,10 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
             )
         (target / folder / VARIANT_MODULE).write_text(rendered.files[VARIANT_MODULE], encoding="utf-8")
         inject_loader(target / folder / "__init__.py")
+    # What the build would have downloaded while it configures, where the build environment says it is.
+    for name, extra in variant.recipe.extra_sources.items():
+        ignored = shutil.ignore_patterns(".complete", SEAL)
+        shutil.copytree(extra_source_tree(extra, variant.recipe_dir), target / EXTRA_SOURCES_DIR / name, ignore=ignored)
     for script in (PREPARE_SCRIPT, STATS_SCRIPT):
         (target / script).parent.mkdir(exist_ok=True)
         (target / script).write_text(files("wheelfactory.data").joinpath(Path(script).name).read_text("utf-8"))
@@ -202,6 +255,7 @@ def run_cibuildwheel(
         env["CIBW_CONTAINER_ENGINE"] = host.container_engine()
         env["CIBW_" + info.image_option.upper().replace("-", "_")] = image
     else:  # on the Windows host itself: the MSVC toolset this release's nvcc accepts, set up by vcvarsall.bat
+        env["WHEELFACTORY_SOURCES"] = str((staged / EXTRA_SOURCES_DIR).resolve())
         release = toolkit_table().releases[variant.cuda.toolkit]
         chosen_msvc = msvc.environment(variant.cuda.toolkit, release.msvc, variant.recipe.allow_unsupported_compiler)
         env.update(chosen_msvc.environment)
@@ -223,6 +277,13 @@ def run_cibuildwheel(
                 missing = "; ".join(declared_problems(variant, set(), info.os, info.cibw_arch, set()))
                 raise ToolFailure(
                     f"{variant.dist_name}: the build made a wheel without any extension: {missing} (log: {log})"
+                )
+            tried = download_attempts(text, fetch_declarations(staged))
+            if tried:
+                raise ToolFailure(
+                    f"cibuildwheel failed for {variant.dist_name}: the build tried to download {', '.join(tried)} — "
+                    "a build must not need the network: declare each in the recipe's extra_sources, pinned by "
+                    f"sha256 or commit (docs/recipes.md) (log: {log})"
                 )
             raise ToolFailure(
                 f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{host.tail(text)}"

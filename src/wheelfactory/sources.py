@@ -28,7 +28,8 @@ from packaging.utils import canonicalize_name, parse_sdist_filename
 from . import host
 from .errors import ToolFailure, UserError, fetched
 from .host import cache_dir
-from .inputs import PathSource, SdistSource, Source
+from .inputs import PathSource, SdistSource, Source, UrlSource
+from .inputs.recipe import ExtraSource
 from .progress import step
 from .untrusted import archives
 from .untrusted.cache import reusable, seal
@@ -47,6 +48,33 @@ def source_tree(source: Source, recipe_dir: Path) -> Path:
     if isinstance(source, SdistSource):
         return _sdist(source.sdist, source.sha256)
     return _git(source.git, source.rev)
+
+
+def extra_source_tree(source: ExtraSource, recipe_dir: Path) -> Path:
+    """The folder an extra source is handed to the build as: its tree, or for a URL the folder holding its file."""
+    if isinstance(source, UrlSource):
+        with host.cache_lock(f"url-{source.sha256}"):
+            return _fetch_url(source)
+    return source_tree(source, recipe_dir)
+
+
+def _fetch_url(source: UrlSource) -> Path:
+    folder = cache_dir() / "sources" / f"url-{source.sha256}-{source.saved_as}"
+    if reusable(folder):
+        return folder
+    with tempfile.TemporaryDirectory() as scratch, step(f"download {shown(source.url)}"):
+        with fetched():
+            saved = archives.download(source.url, Path(scratch) / source.saved_as)
+        actual = archives.sha256(saved)
+        if actual != source.sha256:
+            raise UserError(
+                f"{shown(source.url)} has sha256 {actual}, the recipe pins {source.sha256} — if the new file is "
+                "trusted, put its sha256 in the recipe"
+            )
+        with host.built_aside(folder) as building:
+            shutil.copy2(saved, building / source.saved_as)
+            seal(building)
+    return folder
 
 
 def source_date_epoch(source: Source, recipe_dir: Path) -> int:

@@ -4,7 +4,7 @@ Every problem is reported at its file:line:col with a hint, all of them at once,
 """
 
 from .matrix import CudaEntry, Exclusion, Matrix, PlatformSettings, load_matrix, requires_python
-from .recipe import DRIVER, GitSource, GpuCheck, PathSource, Recipe, SdistSource, Smoke, Source, load_recipe
+from .recipe import DRIVER, GitSource, GpuCheck, PathSource, Recipe, SdistSource, Smoke, Source, UrlSource, load_recipe
 from .validation import Loaded
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "SdistSource",
     "Smoke",
     "Source",
+    "UrlSource",
     "load_matrix",
     "load_recipe",
     "requires_python",

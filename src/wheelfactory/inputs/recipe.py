@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, canonicalize_name
@@ -31,6 +32,8 @@ MAX_NAME_LENGTH = 100
 _BACKEND_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?$", re.ASCII)
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
+_EXTRA_SOURCE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$", re.ASCII)
+_FILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", re.ASCII)
 _PACKAGE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODULE_PATTERN_RE = re.compile(r"^[A-Za-z0-9_*?\[\]!]+(\.[A-Za-z0-9_*?\[\]!]+)*$")
 # What the build environment gives every recipe: a recipe may refer to these, not set them.
@@ -59,30 +62,55 @@ class GitSource(Strict):
     rev: str  # a full commit SHA
 
 
+class UrlSource(Strict):
+    url: str  # https://
+    sha256: str  # of the file
+    file: str = ""  # the name it is saved as; default: the URL's last part
+
+    @property
+    def saved_as(self) -> str:
+        return self.file or PurePosixPath(urlsplit(self.url).path).name
+
+
 SOURCE_KINDS = ("path", "sdist", "git")
+EXTRA_SOURCE_KINDS = (*SOURCE_KINDS, "url")
 
 
-def _one_kind(value: object) -> object:
-    if isinstance(value, dict):
-        given = [kind for kind in SOURCE_KINDS if kind in value]
-        if not given:
-            raise PydanticCustomError("source_kind", "give exactly one of path, sdist or git — e.g. {path: source}")
-        if len(given) > 1:
-            raise PydanticCustomError("source_kind", f"give only one of {', '.join(given)}")
-    return value
+def _one_kind_of(kinds: tuple[str, ...]) -> Callable[[object], object]:
+    def one_kind(value: object) -> object:
+        if isinstance(value, dict):
+            given = [kind for kind in kinds if kind in value]
+            if not given:
+                listed = f"{', '.join(kinds[:-1])} or {kinds[-1]}"
+                raise PydanticCustomError("source_kind", f"give exactly one of {listed} — e.g. {{path: source}}")
+            if len(given) > 1:
+                raise PydanticCustomError("source_kind", f"give only one of {', '.join(given)}")
+        return value
+
+    return one_kind
 
 
 def _source_kind(value: Any) -> str | None:
     if isinstance(value, dict):
-        return next((kind for kind in SOURCE_KINDS if kind in value), None)
-    kinds: dict[type, str] = {PathSource: "path", SdistSource: "sdist", GitSource: "git"}
+        return next((kind for kind in EXTRA_SOURCE_KINDS if kind in value), None)
+    kinds: dict[type, str] = {PathSource: "path", SdistSource: "sdist", GitSource: "git", UrlSource: "url"}
     return kinds.get(type(value))
 
 
 Source = Annotated[
     Annotated[PathSource, Tag("path")] | Annotated[SdistSource, Tag("sdist")] | Annotated[GitSource, Tag("git")],
     Discriminator(_source_kind),
-    BeforeValidator(_one_kind),
+    BeforeValidator(_one_kind_of(SOURCE_KINDS)),
+]
+# What a build would download while it configures (CMake's FetchContent, CPM): a source like the main one, or a
+# single file from an https URL, pinned by its sha256.
+ExtraSource = Annotated[
+    Annotated[PathSource, Tag("path")]
+    | Annotated[SdistSource, Tag("sdist")]
+    | Annotated[GitSource, Tag("git")]
+    | Annotated[UrlSource, Tag("url")],
+    Discriminator(_source_kind),
+    BeforeValidator(_one_kind_of(EXTRA_SOURCE_KINDS)),
 ]
 
 
@@ -119,6 +147,11 @@ class Recipe(Strict):
     # Every top-level package the wheel installs (CuPy: cupy, cupyx, cupy_backends); default: [import].
     packages: list[str] = []
     source: Source
+    # What the build would otherwise download while it configures, by the name CMake's FetchContent or CPM knows
+    # it by (e.g. {CCCL: {git: https://github.com/NVIDIA/cccl.git, rev: <40 hex>}}): fetched and pinned like the
+    # source, handed to the build as FETCHCONTENT_SOURCE_DIR_<NAME> and CPM_<NAME>_SOURCE, each a folder under
+    # $WHEELFACTORY_SOURCES (also CPM_SOURCE_CACHE), with FetchContent told to download nothing.
+    extra_sources: dict[str, ExtraSource] = {}
     # What the wheel's tag says of Python. cpython: one wheel per CPython of the matrix (cp312-cp312). abi3: one
     # wheel on the stable ABI, built with the matrix's oldest CPython and serving every newer one (cp310-abi3).
     # none: one wheel with no extension module for every Python (py3-none), e.g. a CUDA library opened with ctypes.
@@ -203,6 +236,7 @@ def check_recipe(
         ({"name"}, lambda: _check_name(recipe, src, recipe_dir)),
         ({"import", "version", "summary", "gpu_checks", "smoke"}, lambda: _check_identity(recipe, src)),
         ({"source"}, lambda: _check_source(recipe.source, src, recipe_dir)),
+        ({"extra_sources"}, lambda: _check_extra_sources(recipe, src, recipe_dir)),
         ({"version", "source"}, lambda: _check_version_pin(recipe, src)),
         ({"dependencies", "build_requires", "build_backend"}, lambda: _check_requirements(recipe, src)),
         ({"cuda"}, lambda: _check_majors(recipe, src, majors)),
@@ -785,10 +819,16 @@ def _check_archs(recipe: Recipe, src: SourceMap, toolkits: dict[int, str]) -> li
     return problems
 
 
-def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap, recipe_dir: Path) -> list[Problem]:
+def _check_source(
+    source: PathSource | SdistSource | GitSource | UrlSource, src: SourceMap, recipe_dir: Path, where: Loc = ("source",)
+) -> list[Problem]:
+    """The checks of the recipe's source, or of one of its extra sources (`where`: its place in the recipe)."""
+    if isinstance(source, UrlSource):
+        hint = "a url source needs sha256: the 64 lowercase hex digits of the file"
+        return _url_problems(source, src, where) + _hex_pin(source.sha256, "sha256", 64, src, where, hint)
     if isinstance(source, PathSource):
         pure = PurePosixPath(source.path.replace("\\", "/"))
-        at: Loc = ("source", "path")
+        at: Loc = (*where, "path")
         if pure.is_absolute() or re.match(r"^[A-Za-z]:", source.path):
             message = f"{source.path!r} is absolute — give a path relative to the recipe's folder"
             return [src.problem(at, message)]
@@ -813,14 +853,30 @@ def _check_source(source: PathSource | SdistSource | GitSource, src: SourceMap, 
             return [src.problem(at, message)]
         return []
     if isinstance(source, SdistSource):
-        return _sdist_pin_problems(source.sdist, src) + _hex_pin(source.sha256, "sha256", 64, src)
+        return _sdist_pin_problems(source.sdist, src, where) + _hex_pin(source.sha256, "sha256", 64, src, where)
     problems = []
     why = git_url_problem(source.git)
     if why:
-        problems.append(
-            src.problem(("source", "git"), f"{source.git!r}: {why} — e.g. https://github.com/owner/repo.git")
-        )
-    return problems + _hex_pin(source.rev, "rev", 40, src)
+        problems.append(src.problem((*where, "git"), f"{source.git!r}: {why} — e.g. https://github.com/owner/repo.git"))
+    return problems + _hex_pin(source.rev, "rev", 40, src, where)
+
+
+def _check_extra_sources(recipe: Recipe, src: SourceMap, recipe_dir: Path) -> list[Problem]:
+    problems = []
+    for name, source in recipe.extra_sources.items():
+        if not _EXTRA_SOURCE_NAME_RE.match(name):
+            message = (
+                f"{shown(name)} is not a name CMake and a folder can both carry — use letters, digits and '_' (and "
+                "'-' or '.' after the first), as in FetchContent_Declare(NAME ...)"
+            )
+            problems.append(src.problem(("extra_sources", name), message))
+        problems += _check_source(source, src, recipe_dir, ("extra_sources", name))
+    folded = [n.upper() for n in recipe.extra_sources]
+    for name in recipe.extra_sources:
+        if folded.count(name.upper()) > 1:
+            message = f"{shown(name)} differs from another extra source's name only in case — FetchContent folds it"
+            problems.append(src.problem(("extra_sources", name), message))
+    return problems
 
 
 def _pinned_version(pin: str) -> Version | None:
@@ -834,14 +890,30 @@ def _pinned_version(pin: str) -> Version | None:
         return None
 
 
-def _sdist_pin_problems(pin: str, src: SourceMap) -> list[Problem]:
+def _sdist_pin_problems(pin: str, src: SourceMap, where: Loc = ("source",)) -> list[Problem]:
     if _pinned_version(pin) is None:
-        return [src.problem(("source", "sdist"), f'{pin!r} is not pinned to one release — write "name==1.2.3"')]
+        return [src.problem((*where, "sdist"), f'{pin!r} is not pinned to one release — write "name==1.2.3"')]
     return []
 
 
-def _hex_pin(value: str, key: str, digits: int, src: SourceMap) -> list[Problem]:
+def _hex_pin(
+    value: str, key: str, digits: int, src: SourceMap, where: Loc = ("source",), hint: str | None = None
+) -> list[Problem]:
     """A hash or commit that pins a source: exactly `digits` lowercase hex digits."""
     if len(value) == digits and _HEX_RE.match(value):
         return []
-    return [src.problem(("source", key), MISSING_HINTS[key])]
+    return [src.problem((*where, key), hint or MISSING_HINTS[key])]
+
+
+def _url_problems(source: UrlSource, src: SourceMap, where: Loc) -> list[Problem]:
+    """An https URL, and a plain file name to save it as."""
+    problems = []
+    parts = urlsplit(source.url)
+    if parts.scheme != "https" or not parts.hostname or parts.username or parts.password:
+        message = f"{shown(source.url)} is not an https:// URL with a host — e.g. https://example.org/dep-1.0.tar.gz"
+        problems.append(src.problem((*where, "url"), message))
+    name = source.saved_as
+    if not name or name in (".", "..") or not _FILE_NAME_RE.match(name):
+        message = f"{shown(name)} is no plain file name — give `file: name.ext` (letters, digits, '.', '_', '-')"
+        problems.append(src.problem((*where, "file" if source.file else "url"), message))
+    return problems

@@ -27,6 +27,12 @@ CACHED_COMPILER_DIR = "/opt/wheelfactory/cached"
 CONTAINER_PREFIX = "/host$WHEELFACTORY_CUDA_PREFIX"
 
 
+# Where the staged tree holds the recipe's extra sources, a folder each; the Linux build container has the tree at
+# /project (cibuildwheel's), a Windows build sets WHEELFACTORY_SOURCES to the staged folder itself.
+EXTRA_SOURCES_DIR = ".wheelfactory/sources"
+CONTAINER_SOURCES = f"/project/{EXTRA_SOURCES_DIR}"
+
+
 # `$` that starts no variable reference: a command substitution `$(...)`, arithmetic, or a bare `$`.
 _NO_VARIABLE = re.compile(r"\$(?![A-Za-z_{])")
 
@@ -79,6 +85,29 @@ def nvcc_flags(variant: Variant) -> list[str]:
     return flags + (["-allow-unsupported-compiler"] if variant.recipe.allow_unsupported_compiler else [])
 
 
+def with_extra_sources(variant: Variant, sources: str | None) -> dict[str, str]:
+    """The recipe's variables, and where it declares extra sources, what hands them to CMake instead of a download
+    (`sources`: the folder holding them, as the build sees it; None where the build sets it): each as
+    FETCHCONTENT_SOURCE_DIR_<NAME> and CPM_<NAME>_SOURCE, FetchContent fully disconnected, CPM's cache there too.
+    They come first in CMAKE_ARGS, where scikit-build-core and setup.py CMake drivers read them; the recipe's own
+    CMAKE_ARGS follow."""
+    names = list(variant.recipe.extra_sources)
+    own = dict(variant.environment)
+    if not names:
+        return own
+    defines = ["-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]
+    for name in names:
+        folder = f"$WHEELFACTORY_SOURCES/{name}"
+        defines += [f"-DFETCHCONTENT_SOURCE_DIR_{name.upper()}={folder}", f"-DCPM_{name}_SOURCE={folder}"]
+    recipe_args = own.pop("CMAKE_ARGS", None)
+    return {
+        **own,
+        **({"WHEELFACTORY_SOURCES": sources} if sources else {}),
+        "CPM_SOURCE_CACHE": "$WHEELFACTORY_SOURCES",
+        "CMAKE_ARGS": " ".join([*defines, *([recipe_args] if recipe_args else [])]),
+    }
+
+
 def linux_environment(
     variant: Variant, platform: str, prefix: str = CONTAINER_PREFIX, host_compiler_dir: str = HOST_COMPILER_DIR
 ) -> dict[str, str]:
@@ -108,7 +137,7 @@ def linux_environment(
         # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
         "LDFLAGS": "-Wl,--as-needed",
         # Last, so that they may build on the factory's ("$LDFLAGS -Wl,...", "$NVCC_GENCODE").
-        **variant.environment,
+        **with_extra_sources(variant, CONTAINER_SOURCES),
     }
 
 
@@ -123,5 +152,5 @@ def windows_environment(variant: Variant) -> dict[str, str]:
         "PATH": "$CUDA_HOME/bin;$PATH",
         **({"NVCC_PREPEND_FLAGS": flags} if flags else {}),
         **architectures(variant, "windows-amd64"),
-        **variant.environment,
+        **with_extra_sources(variant, None),
     }

@@ -6,6 +6,12 @@ import os
 _library = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "libctlib.so"))
 
 
+def fetched() -> str:
+    """The dependency its CMake build fetched while it configured, and its version."""
+    _library.ctlib_fetched.restype = ctypes.c_char_p
+    return _library.ctlib_fetched().decode()
+
+
 def runtime_version() -> int:
     return int(_library.ctlib_runtime_version())
 

@@ -5,6 +5,8 @@ __global__ void scale(float *x, float a, int n) {
     if (i < n) x[i] *= a;
 }
 
+extern "C" const char *ctlib_fetched(void) { return CTLIB_FETCHED; }
+
 extern "C" int ctlib_runtime_version(void) {
     int version = 0;
     cudaRuntimeGetVersion(&version);
