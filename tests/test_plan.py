@@ -104,6 +104,9 @@ def test_each_job_names_runner_session_and_arguments(project: Path, capsys: pyte
     assert wheel["smoke_runner"] == "windows-2025" and wheel["build_job"] == "cuprobe-cuda12x-win_amd64"
     assert wheel["command"] == "nox -s build-cuda12 -- --recipe cuprobe --python 3.12 --platform windows"
     assert wheel["wheel_glob"] == "cuprobe_cuda12x-*-cp312-cp312-win_amd64.whl"
+    assert wheel["setup_python"] == "3.12"
+    oldest = next(j for j in _plan(project, capsys) if j["id"] == "cuprobe-cuda12x-cp310-win_amd64")
+    assert oldest["setup_python"] == "3.10\n3.12"  # the wheel's Python for its smoke tiers, the factory's for nox
 
 
 def test_the_offline_matrix_is_the_matrix_with_offline_toolkits() -> None:
@@ -136,6 +139,8 @@ def test_a_wheel_for_every_python_is_one_job_per_major_and_platform(
         # Its smoke tiers take the oldest and the newest Python it serves: both are asked for.
         asked = f"--python 3.10 --python {served[job['cuda']][-1]} "
         assert job["command"].endswith(asked + " ".join(_platform_args(job["platform"]))), job["command"]
+        # The smoke runner gets both, and the factory's own Python last (setup-python's default).
+        assert job["setup_python"].split("\n") == ["3.10", served[job["cuda"]][-1], "3.12"]
     builds = [job for job in _plan(project, capsys, "build") if job["recipe"] == source]
     assert sorted(job["pythons"] for job in builds) == sorted(["3.10", served[c][-1]] for c, _ in expected)
 

@@ -254,11 +254,16 @@ class WheelJob:
             "cuda": variant.major,
             "python": self.cell.python,
             "pythons": list(self.cell.pythons),
+            # What the smoke runner's setup-python installs: the Pythons the wheel is smoke-tested on (a Windows
+            # runner runs them itself), then the engine's, which is the default (the last).
+            "setup_python": "\n".join(dict.fromkeys([*self.cell.smoke_pythons(), ENGINE_PYTHON])),
             "abi": self.cell.abi,
             "platform": self.cell.platform,
         }
 
 
+# The CPython the CI jobs run the factory with (actions/setup-python in .github/workflows).
+ENGINE_PYTHON = "3.12"
 # The platform of the optional GPU job's runner (a repository variable names its label): the wheels it checks.
 GPU_PLATFORM = "linux-x86_64"
 
