@@ -15,12 +15,12 @@ from wheelfactory.binaries.pythonabi import abi3audit, python_abi_problems
 from wheelfactory.binaries.wheelfile import WheelName
 from wheelfactory.build import _wheels_by_cell
 from wheelfactory.errors import ToolFailure
-from wheelfactory.pipeline import existing
+from wheelfactory.pipeline import existing, smoke_existing
 from wheelfactory.plan import Cell
 from wheelfactory.smoke import TierResult
 from wheelfactory.toolkit.provision import metadata
 
-from .conftest import Built, add_source, build_recipe
+from .conftest import Built, add_source, build_recipe, matrix_for
 
 # The oldest Python of the matrix (the one an abi3 wheel is built with) and a newer one the offline image has.
 PYTHONS = ("3.10", "3.13")
@@ -89,6 +89,10 @@ def test_a_stable_abi_wheel_is_built_once_and_smoke_tested_on_two_pythons(
     assert "_runtime.abi3.so: uses PyModule_AddObjectRef (3.10), newer than the wheel's CPython 3.9" in problem
     assert abi3audit(stablelib.wheel) == []
     as_py3 = dataclasses.replace(name, abi="none")
+    # `nox -s smoke -- --python 3.12 WHEEL` smoke-tests the built wheel again, on that one Python it serves.
+    (again,) = smoke_existing(stablelib.root, [stablelib.wheel], build_image, matrix_for(stablelib.root, build_image),
+                              ["3.12"])  # fmt: skip
+    assert again.passed and {t.python for t in again.smoke if t.tier != 3} == {"3.12"}, again.why_not()
     binaries = existing(stablelib.wheel, stablelib.variant, build_image).binaries.values()
     problems = python_abi_problems(stablelib.wheel, as_py3, binaries)
     assert any("an extension module in a py3-none wheel" in p for p in problems), problems

@@ -115,7 +115,7 @@ def _build_in_container(args: argparse.Namespace) -> int:
 def cmd_smoke(args: argparse.Namespace) -> int:
     from .pipeline import smoke_existing
 
-    records = smoke_existing(_root(args), list(args.wheels), args.image, _matrix(args))
+    records = smoke_existing(_root(args), list(args.wheels), args.image, _matrix(args), list(args.python))
     return 0 if all(r.passed for r in records) else 1
 
 
@@ -221,6 +221,13 @@ def parser() -> argparse.ArgumentParser:
     smoke.add_argument("wheels", nargs="+", type=Path)
     smoke.add_argument("--image", type=_image, help="the clean machine's image (default: the matrix's build image)")
     smoke.add_argument("--matrix", help="another matrix file")
+    smoke.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        help="for a wheel that serves several Pythons (abi3, py3-none): smoke-test it on this one (repeatable; "
+        "default: the oldest and the newest it serves)",
+    )
     smoke.set_defaults(run=cmd_smoke)
 
     coinstall = sub.add_parser("coinstall", help="resolve each wheel together with its CUDA major's neighbours")

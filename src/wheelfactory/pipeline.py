@@ -187,7 +187,9 @@ def existing(wheel: Path, variant: Variant, image: str | None, matrix_name: str 
     return built
 
 
-def smoke_existing(root: Path, wheels: list[Path], image: str | None, matrix: Path | None = None) -> list[WheelRecord]:
+def smoke_existing(
+    root: Path, wheels: list[Path], image: str | None, matrix: Path | None = None, pythons: list[str] | None = None
+) -> list[WheelRecord]:
     """Audit and smoke wheels that were built before (`nox -s smoke -- WHEEL...`). Each wheel is opened and
     checked as pip would install it first, before anything is provisioned or downloaded: a file that is no sound
     wheel is refused in a moment (exit 2), every problem of every wheel at once."""
@@ -209,7 +211,11 @@ def smoke_existing(root: Path, wheels: list[Path], image: str | None, matrix: Pa
             raise UserError(f"{wheel.name}: no recipe × CUDA major in {matrix_name} renders {name.distribution}")
         if name.os == "windows" and host.platform_name() != "windows-amd64":
             raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this Linux host cannot")
-        builts.append(existing(wheel, variant, image, matrix_name))
+        built = existing(wheel, variant, image, matrix_name)
+        built.asked_pythons = tuple(pythons or ())
+        if built.image is not None and name.os == "linux":  # before anything is smoke-tested
+            check_interpreters(built.image, list(built.smoke_pythons))
+        builts.append(built)
     records = check_wheels(builts)
     summary(records)
     return records

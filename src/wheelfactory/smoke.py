@@ -109,7 +109,7 @@ class TierResult:
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
     unsupported: str | None = None  # tier 2: why the recipe declares the layout unsupported
-    python: str | None = None  # the CPython it ran on, where the wheel is smoke-tested on several (abi3, py3-none)
+    python: str | None = None  # the CPython it ran on, for a wheel that serves several (abi3, py3-none)
 
     @property
     def passed(self) -> bool:
@@ -780,7 +780,7 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
             (Path(scratch) / f"requirements-{python}").mkdir()
             found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}")
             on_python = _smoke_on(built, python, nvidia, found, neighbour, pool)
-            if len(pythons) > 1:
+            if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
                 for result in on_python:
                     result.python = python
             results += on_python
