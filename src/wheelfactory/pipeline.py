@@ -116,8 +116,8 @@ def build(request: BuildRequest) -> list[WheelRecord]:
     for _, cells, image in jobs:
         if image:
             pythons = wanted.setdefault(image, [])
-            for cell in cells:
-                pythons += [p for p in (cell.python, *cell.smoke_pythons(request.pythons)) if p not in pythons]
+            asked = (p for cell in cells for p in (cell.python, *cell.smoke_pythons(request.pythons)))
+            pythons += [p for p in dict.fromkeys(asked) if p not in pythons]
     for image, pythons in wanted.items():
         ensure_image(image, platforms()[here].cibw_arch)
         check_interpreters(image, pythons)
