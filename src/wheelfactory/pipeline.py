@@ -165,9 +165,12 @@ def _build_variant(
     return records
 
 
-def existing(wheel: Path, variant: Variant, image: str | None, matrix_name: str = "matrix.yaml") -> BuiltWheel:
+def existing(
+    wheel: Path, variant: Variant, image: str | None, matrix_name: str = "matrix.yaml", pythons: tuple[str, ...] = ()
+) -> BuiltWheel:
     """A wheel built before, as the audit and the smoke tiers take it: its binaries read as they are (this checks
-    a wheel, it does not repair it), its toolkit provisioned for the smoke tiers."""
+    a wheel, it does not repair it), its toolkit provisioned for the smoke tiers, which take the Pythons asked
+    for (`pythons`, of those the wheel serves) — the image is asked for them before anything is provisioned."""
     name = WheelName.of(wheel)
     cell = next((c for c in variant.cells if (c.python_tag, c.platform) == (name.python_tag, name.platform)), None)
     if cell is None:
@@ -182,7 +185,10 @@ def existing(wheel: Path, variant: Variant, image: str | None, matrix_name: str 
             message = f"{matrix_name} names no {name.platform} image for CUDA {variant.major} — pass --image"
             raise UserError(f"{wheel.name}: {message}")
         ensure_image(chosen, name.arch)
+        if cell.abi != "cpython":  # Pythons beyond the one the wheel's name gives, which its build image has
+            check_interpreters(chosen, list(cell.smoke_pythons(list(pythons))))
     built = BuiltWheel(variant, cell, wheel.resolve(), chosen, provision(variant, name.os, name.arch), None)
+    built.asked_pythons = pythons
     read_binaries_of(built)
     return built
 
@@ -211,11 +217,7 @@ def smoke_existing(
             raise UserError(f"{wheel.name}: no recipe × CUDA major in {matrix_name} renders {name.distribution}")
         if name.os == "windows" and host.platform_name() != "windows-amd64":
             raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this Linux host cannot")
-        built = existing(wheel, variant, image, matrix_name)
-        built.asked_pythons = tuple(pythons or ())
-        if built.image is not None and name.os == "linux":  # before anything is smoke-tested
-            check_interpreters(built.image, list(built.smoke_pythons))
-        builts.append(built)
+        builts.append(existing(wheel, variant, image, matrix_name, tuple(pythons or ())))
     records = check_wheels(builts)
     summary(records)
     return records

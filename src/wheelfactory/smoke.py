@@ -603,11 +603,12 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
     `installed`, the shared install's checks: the venv holds a copy of it already."""
     smoke_spec = built.variant.recipe.smoke
     site, pythonpath = layout.site, layout.pythonpath
-    checks = [_expect(f"import {built.variant.recipe.import_name}", "ok", site=site, pythonpath=pythonpath)]
+    imported = f"import {built.variant.recipe.import_name}"
+    checks = [_expect(imported, "ok", site=site, pythonpath=pythonpath)]
     if smoke_spec.cuda_at_import:  # tier 1 could not run it: the package does not import without CUDA
         checks.append(variant_module_alone(built, pythonpath))
     checks += [e.check(cuda_installed=True, site=site, pythonpath=pythonpath) for e in binary_expectations(built)]
-    checks += [_expect(s, "ok", site=site, pythonpath=pythonpath) for s in smoke_spec.gpu_free]
+    checks += [_expect(s, "ok", site=site, pythonpath=pythonpath) for s in smoke_spec.gpu_free if s != imported]
     no_wheel = optional_without_wheel(built)
     checks += [
         _expect(s, "ImportError", hint=no_wheel, site=site, pythonpath=pythonpath)
@@ -771,6 +772,10 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
     nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v) for v in ("floors", "newest")}
     pythons = built.smoke_pythons
+    # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
+    image = built.image if name.os == "linux" else None  # the clean machine: a container of it, else this host
+    runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
+    decoys = nvrtc_decoys(built.variant) if image else ()
     with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8) as pool:
         metadata_tier = pool.submit(tier3, wheel, built.variant)  # while the machine starts
         (Path(scratch) / "neighbour").mkdir()
@@ -779,7 +784,12 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         for python in pythons:
             (Path(scratch) / f"requirements-{python}").mkdir()
             found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}")
-            on_python = _smoke_on(built, python, nvidia, found, neighbour, pool)
+            machine: Machine
+            if image is not None:
+                machine = ContainerMachine(image, wheel, runtimes, python, found, neighbour, decoys)
+            else:
+                machine = HostMachine(wheel, nvidia, python, found, neighbour)
+            on_python = _smoke_on(built, machine, pool)
             if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
                 for result in on_python:
                     result.python = python
@@ -787,23 +797,8 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         return [*results, metadata_tier.result()]
 
 
-def _smoke_on(
-    built: BuiltWheel,
-    python: str,
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]],
-    found: Path | None,
-    neighbour: Path,
-    pool: ThreadPoolExecutor,
-) -> list[TierResult]:
-    """Tiers 1 and 2, and the two-variants check, on one CPython's clean machine."""
-    wheel = built.path.resolve()
-    machine: Machine
-    if built.image is not None and built.name.os == "linux":
-        runtimes = {versions: runtime_site(built.toolkit, wheels) for versions, wheels in nvidia.items()}
-        decoys = nvrtc_decoys(built.variant)
-        machine = ContainerMachine(built.image, wheel, runtimes, python, found, neighbour, decoys)
-    else:
-        machine = HostMachine(wheel, nvidia, python, found, neighbour)
+def _smoke_on(built: BuiltWheel, machine: Machine, pool: ThreadPoolExecutor) -> list[TierResult]:
+    """Tiers 1 and 2, and the two-variants check, on one CPython's clean machine (closed when they are done)."""
     try:
         bare, layouts = machine.create_venvs()
         if isinstance(machine, ContainerMachine):
