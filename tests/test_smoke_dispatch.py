@@ -59,7 +59,7 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(smoke, "ContainerMachine", Recorder)
     monkeypatch.setattr(smoke, "HostMachine", Recorder)
     # NVIDIA's wheels at each set of versions, and their runtime site, stand in by name.
-    monkeypatch.setattr(smoke, "nvidia_wheels", lambda wheel, versions: (Path(f"/{versions}.whl"),))
+    monkeypatch.setattr(smoke, "nvidia_wheels", lambda wheel, versions, pinned: (Path(f"/{versions}.whl"),))
     monkeypatch.setattr(smoke, "runtime_site", lambda toolkit, wheels: Path("/runtime", wheels[0].stem))
 
 

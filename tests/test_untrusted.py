@@ -166,7 +166,7 @@ def test_a_needed_library_named_like_a_ci_command_is_kept_exactly_and_shown_on_o
     # The audit's own check and message, as the summary and the report get them.
     variant = next(v for v in make_plan(project, None, ["cuprobe"]).variants if v.major == 12)
     tag = "manylinux_2_28_x86_64"
-    audit = _check_elf(binary, _Checker(variant, "linux-x86_64", set()), _policy(tag), tag, "3.12")
+    audit = _check_elf(binary, _Checker(variant, "linux-x86_64", set(), set()), _policy(tag), tag, "3.12")
     (problem,) = [p for p in audit.problems if "libx.so" in p]
     assert problem.startswith("needs 'libx.so\\n::error::owned\\n::add-mask::secret': not a manylinux")
     assert "\n" not in problem

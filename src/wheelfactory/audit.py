@@ -29,18 +29,20 @@ from pathlib import Path, PurePosixPath
 import yaml
 from auditwheel.architecture import Architecture
 from auditwheel.policy import Libc, Policy, WheelPolicies
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .binaries.fatbin import DeviceCode
 from .binaries.pythonabi import python_abi_problems
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import Binary, members, read_member
+from .binaries.wheelfile import Binary, members, metadata, read_member
 from .built import BuiltWheel
 from .components import OS, component_table, platforms, toolkit_table
 from .inputs import DRIVER
 from .plan import Variant
 from .render import VARIANT_MODULE
-from .repair import needed_components, origin_entry
+from .repair import needed_components, origin_entry, rpath_dirs
 from .untrusted.shown import shown
 
 MIB = 1024 * 1024
@@ -60,6 +62,7 @@ class BinaryAudit:
     runpath: list[str]
     components: list[str]
     device_code: bool = False
+    providers: list[str] = field(default_factory=list)  # the distributions whose provided_libraries it links
     problems: list[str] = field(default_factory=list)
     gpu_code: list[dict[str, object]] = field(default_factory=list)  # each fatbin entry: SASS or PTX, arch, ISA
     machine: str = ""  # what its header says it runs on: x86_64, aarch64, AMD64
@@ -114,8 +117,9 @@ def _is_cuda(library: str, major: int, os_name: OS) -> bool:
 class _Checker:
     """The checks that do not depend on the binary format."""
 
-    def __init__(self, variant: Variant, platform: str, in_wheel: set[str]) -> None:
+    def __init__(self, variant: Variant, platform: str, in_wheel: set[str], required: set[str]) -> None:
         self.variant = variant
+        self.required = required  # the distributions the wheel's Requires-Dist names (canonical)
         self.platform = platform
         self.os = platforms()[platform].os
         self.arch = platforms()[platform].cibw_arch
@@ -141,6 +145,13 @@ class _Checker:
             )
         if audit.module is None:
             name = _binary_name(audit)
+            provider = self.variant.provider_of(name)
+            if provider is not None:
+                audit.problems.append(
+                    f"is {shown(provider)}'s library, bundled in the wheel — it must come from {shown(provider)} "
+                    "(the repair excludes what provided_libraries names: is the name right?)"
+                )
+                return []
             if _is_cuda(name, self.variant.major, self.os):
                 audit.problems.append(
                     "a CUDA library is bundled in the wheel — it must come from NVIDIA's wheels "
@@ -200,8 +211,12 @@ class _Checker:
             )
 
     def dependency(self, audit: BinaryAudit, library: str, allowed: list[str], *, lazy: bool = False) -> bool:
-        """Judge a CUDA (or in-wheel) dependency; False when it is neither, for the format's own rules."""
+        """Judge a CUDA, provided or in-wheel dependency; False when it is none, for the format's own rules."""
         table = self.table
+        provider = self.variant.provider_of(_unvendored(library))
+        if provider is not None:
+            self.provided(audit, library, provider, allowed)
+            return True
         if library.lower() in self.in_wheel:
             return True
         driver = table.driver.linux if self.os == "linux" else table.driver.windows
@@ -225,6 +240,28 @@ class _Checker:
             audit.problems.append(f"needs CUDA library {shown(library)}, which no allowed component provides")
             return True
         return False
+
+    def provided(self, audit: BinaryAudit, library: str, provider: str, allowed: list[str]) -> None:
+        """A library another distribution provides (torch's libc10.so): linked as itself, by a binary whose
+        policy names that distribution, in a wheel that requires it."""
+        if provider not in audit.providers:
+            audit.providers.append(provider)
+        if library.lower() in self.in_wheel or _unvendored(library) != library:
+            audit.problems.append(
+                f"needs {shown(library)}, a copy of {shown(provider)}'s library vendored into the wheel — it must "
+                "come from the installed distribution"
+            )
+        if provider not in allowed:
+            policy = ", ".join(allowed) or "nothing"
+            audit.problems.append(
+                f"needs {shown(library)} ({shown(provider)}'s) but may link {policy} — add {shown(provider)} to its "
+                "policy in the recipe, or stop linking it"
+            )
+        if canonicalize_name(provider) not in self.required:
+            audit.problems.append(
+                f"needs {shown(library)} from {shown(provider)}, which the wheel does not require — add it to the "
+                "recipe's dependencies"
+            )
 
 
 def _binary_name(audit: BinaryAudit) -> str:
@@ -267,12 +304,10 @@ def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platfor
             audit.problems.append(
                 f"RPATH entry {shown(entry)} is absolute or host-specific — it must be $ORIGIN-relative"
             )
-    for name in audit.components:
-        component = checker.table.get(name, major)
-        if component and component.linux and component.linux.lib_dir:
-            expected = origin_entry(binary.member, component.linux.lib_dir, python)
-            if expected not in binary.rpath:
-                audit.problems.append(f"RPATH lacks {expected} for {name}")
+    for name, site_dir in rpath_dirs(checker.variant, binary.needed).items():
+        expected = origin_entry(binary.member, site_dir, python)
+        if expected not in binary.rpath:
+            audit.problems.append(f"RPATH lacks {expected} for {shown(name)}")
     symbol_versions = policy.symbol_versions if policy else {}
     for library, versions in binary.version_needs.items():
         for version in sorted(versions):
@@ -368,6 +403,19 @@ def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: st
     return problems
 
 
+def _required(wheel: Path) -> set[str]:
+    """The distributions the wheel requires whichever extras are asked for (canonical names)."""
+    names = set()
+    for line in metadata(wheel).get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue  # check_wheel reports it
+        if requirement.marker is None or "extra" not in str(requirement.marker):
+            names.add(str(canonicalize_name(requirement.name)))
+    return names
+
+
 def audit_wheel(built: BuiltWheel) -> WheelAudit:
     """Check the wheel as pip and PyPI would (its own wheels are read back, not trusted), and every binary the
     repair read against the recipe's policy."""
@@ -379,7 +427,8 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     policy = _policy(name.platform_tag) if name.os == "linux" else None
     if name.os == "linux" and policy is None:
         problems.append(f"platform tag {name.platform_tag} is not a manylinux tag — the repair did not run")
-    checker = _Checker(variant, name.platform, {PurePosixPath(m).name for m in members(built.path)})
+    in_wheel = {PurePosixPath(m).name for m in members(built.path)}
+    checker = _Checker(variant, name.platform, in_wheel, _required(built.path))
     binaries = [
         _unreadable(b)
         if b.unreadable

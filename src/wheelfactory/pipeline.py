@@ -27,7 +27,8 @@ from .components import platforms
 from .errors import UserError
 from .image import check_interpreters, ensure_image
 from .plan import Cell, Plan, Variant, make_plan
-from .progress import step
+from .progress import console, step
+from .pytorch.index_pages import describe, write_torch_indexes
 from .render import RenderedVariant, render_plan
 from .repair import read_binaries_of, repair
 from .report import WheelRecord, summary, write_report
@@ -130,6 +131,9 @@ def build(request: BuildRequest) -> list[WheelRecord]:
         records += _build_variant(rendered[variant.dist_name], cells, image, request, dist)
     write_report(records, dist)
     summary(records)
+    indexes = write_torch_indexes(dist)
+    if indexes:
+        console.print(f"index pages of the wheels built against torch: dist/{describe(indexes)}", markup=False)
     return records
 
 

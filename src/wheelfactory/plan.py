@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from .binaries.wheelfile import WheelAbi, cpython_tag, python_tag
 from .components import OS, component_table, platforms, toolkit_table
 from .errors import COMMAND_LINE, InputError, Problem
-from .inputs import CudaEntry, Loaded, Matrix, Recipe, load_matrix, load_recipe, requires_python
+from .inputs import CudaEntry, Loaded, Matrix, Recipe, TorchRelease, load_matrix, load_recipe, requires_python
 from .untrusted.shown import shown
 
 T = TypeVar("T")
@@ -86,6 +86,11 @@ class Variant:
         return self.cuda.major
 
     @property
+    def torch(self) -> TorchRelease | None:
+        """The torch the build compiles against, for a recipe built with torch.utils.cpp_extension."""
+        return self.cuda.torch if self.recipe.torch else None
+
+    @property
     def dist_name(self) -> str:
         return f"{self.recipe.name}-cuda{self.major}x"
 
@@ -103,6 +108,13 @@ class Variant:
     def library_policy(self, file_name: str) -> list[str] | None:
         """What a shared library that is no extension module may link (the recipe's shared_libraries)."""
         return _most_specific(self.recipe.shared_libraries, file_name)
+
+    def provider_of(self, library: str) -> str | None:
+        """The distribution whose provided_libraries name `library` (torch for libc10.so), None for none."""
+        for distribution, provided in self.recipe.provided_libraries.items():
+            if any(fnmatch.fnmatch(library.lower(), pattern.lower()) for pattern in provided.libraries):
+                return distribution
+        return None
 
     def must_carry_device_code(self, name: str) -> bool:
         """Whether the recipe's device_code names a binary (an extension module's dotted name, or a shared
@@ -446,6 +458,8 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
         for entry in matrix.cuda:
             if recipe.cuda is not None and entry.major not in recipe.cuda:
                 continue
+            if recipe.torch and entry.torch is None:
+                continue  # a build against torch needs the major's torch (the recipe check stops one that asks)
             cells: list[Cell] = []
             for platform in sorted(entry.platforms):
                 pythons = [
@@ -461,8 +475,17 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
                     pythons.sort(key=_version_key)
                     cells.append(Cell(pythons[0], platform, recipe.wheel_abi, tuple(pythons)))
             if cells:
-                variants.append(Variant(recipe, recipe_dir, entry, tuple(cells), spec))
+                variants.append(Variant(recipe, recipe_dir, _built_with(recipe, entry), tuple(cells), spec))
     return variants
+
+
+def _built_with(recipe: Recipe, entry: CudaEntry) -> CudaEntry:
+    """The major's record as the recipe's build uses it: a build against torch takes the toolkit that torch was
+    built with (cpp_extension refuses an nvcc of another major, and a newer minor's device code needs a newer
+    driver than torch's own)."""
+    if recipe.torch and entry.torch is not None:
+        return entry.model_copy(update={"toolkit": entry.torch.cuda})
+    return entry
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ from .source_metadata import (
     SourceText,
     setup_py_classifiers,
     setup_py_fields,
+    source_build_requires,
     source_extras,
     source_project,
     source_readme,
@@ -139,9 +140,48 @@ def _swapped(
     return kept, used, dropped_nvidia
 
 
+def torch_requirement(variant: Variant) -> str | None:
+    """What the build installs and the wheel requires of torch, for a build against it: the matrix's release,
+    any patch of it (cpp_extension ties the wheel to that release's C++ ABI)."""
+    return f"torch=={variant.torch.release}.*" if variant.torch else None
+
+
+def build_requirements(variant: Variant, requires: list[str]) -> list[str]:
+    """A [build-system] requires list made the variant's: for a build against torch, its torch line the matrix's
+    release whatever the source says (`torch>=1.7` would take the newest, built for another CUDA), and ninja, which
+    cpp_extension needs to compile in parallel."""
+    pinned = torch_requirement(variant)
+    if pinned is None:
+        return requires
+    kept = [line for line in requires if _requirement_name(line) != "torch"]
+    has_ninja = any(_requirement_name(line) == "ninja" for line in kept)
+    return [*kept, pinned, *([] if has_ninja else ["ninja"])]
+
+
+def _requirement_name(line: str) -> str | None:
+    """A requirement's canonical name; None for a line that is none (the rewrite reports it at its place)."""
+    try:
+        return canonicalize_name(Requirement(line).name)
+    except InvalidRequirement:
+        return None
+
+
+def before_build(variant: Variant, tree: Path) -> str | None:
+    """For a build against torch: the command that installs its build requirements into the build's own Python
+    (the build runs without an isolated environment, whose random path would be in every compile command: the
+    compiler cache would never hit). None for other builds."""
+    if variant.torch is None:
+        return None
+    source = source_build_requires(tree)
+    requires = build_requirements(variant, source if source is not None else variant.recipe.build_requires)
+    return "python -m pip install " + " ".join(shlex.quote(line) for line in requires)
+
+
 def _recipe_entries(variant: Variant) -> list[tuple[set[str], str | None]]:
-    """Each recipe dependency: every name it is spelt with, and its line for this major (None: none)."""
-    entries = []
+    """Each recipe dependency: every name it is spelt with, and its line for this major (None: none); first, for
+    a build against torch, the torch release it was built with."""
+    pinned = torch_requirement(variant)
+    entries: list[tuple[set[str], str | None]] = [({"torch"}, pinned)] if pinned else []
     for dep in variant.recipe.dependencies:
         spellings = list(dep.values()) if isinstance(dep, dict) else [dep]
         line = dep.get(variant.major) if isinstance(dep, dict) else dep
@@ -205,7 +245,8 @@ def _where_a_wheel_exists(entry: ComponentMajor, variant: Variant) -> str:
 
 
 def excluded_libraries(variant: Variant, os: OS) -> list[str]:
-    """The driver and every library shipped by a distribution the recipe declares (cuBLAS brings cuBLASLt)."""
+    """The driver, every library shipped by a distribution the recipe declares (cuBLAS brings cuBLASLt), and
+    those its provided_libraries come from another dependency (torch's)."""
     table = component_table()
     declared = {
         entry.distribution
@@ -218,7 +259,14 @@ def excluded_libraries(variant: Variant, os: OS) -> list[str]:
         layout = entry.layout(os) if entry and entry.distribution in declared else None
         if layout:
             excluded.extend(p for p in layout.libraries if p not in excluded)
+    for provided in variant.recipe.provided_libraries.values():
+        excluded.extend(p for p in provided.libraries if is_dll(p) == (os == "windows") and p not in excluded)
     return excluded
+
+
+def is_dll(name: str) -> bool:
+    """Whether a library name (or pattern) is a Windows DLL's rather than a Linux soname."""
+    return name.lower().endswith(".dll")
 
 
 def variant_readme(variant: Variant, source: Readme | None) -> Readme:
@@ -239,6 +287,12 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
         f"{variant.cuda.toolkit}), published as {code.format(variant.dist_name)}. It carries no CUDA library: "
         f"{where}. Importing it needs no GPU."
     )
+    if variant.torch:
+        pinned = torch_requirement(variant)
+        note += (
+            f" It is compiled against torch {variant.torch.release} (CUDA {variant.torch.cuda}) and requires "
+            f"{code.format(pinned)}."
+        )
     optional = sorted(extras(variant))
     if optional:
         install = f"pip install {variant.dist_name}[{','.join(optional)}]"
@@ -348,13 +402,15 @@ def template_context(
         "recipe_name": variant.recipe.name,
         "dist_name": variant.dist_name,
         "version": variant.recipe.version,
-        "build_requires": variant.recipe.build_requires,
+        "build_requires": build_requirements(variant, variant.recipe.build_requires),
         "build_backend": variant.recipe.build_backend,
+        "before_build": before_build(variant, tree),
         "description": f"{variant.recipe.summary or variant.recipe.name} (CUDA {variant.major}.x build)",
         "readme": readme.text,
         "readme_type": readme.content_type,
         "major": variant.major,
         "toolkit": variant.cuda.toolkit,
+        "torch": variant.torch.release if variant.torch else None,
         "requires_python": str(variant.requires_python),
         "dependencies": dependencies(variant),
         # A source without a [project] table gives its extras through setup(): the variant states them (its static
@@ -503,6 +559,10 @@ def _rewrite(source: SourceText, generated: str, variant: Variant, tree: Path) -
     header = generated.split("\n\n", 1)[0]  # the template's "generated, do not edit" lines
     if "build-system" not in doc:
         doc["build-system"] = ours["build-system"]
+    elif variant.torch is not None:
+        requires = [str(line) for line in doc["build-system"].get("requires", [])]
+        _check_requirements(source, [(line, line) for line in requires])
+        doc["build-system"]["requires"] = _multiline(build_requirements(variant, requires))
     if "project" not in doc:
         doc["project"] = ours["project"]
     else:

@@ -25,6 +25,7 @@ from .built import BuiltWheel, RpathChange
 from .components import OS, component_table
 from .errors import ToolFailure
 from .gpus import CodeSummary, code_facts, products_covered
+from .plan import Variant
 from .render import VARIANT_MODULE
 
 # Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
@@ -61,19 +62,30 @@ def needed_components(needed: tuple[str, ...], major: int, os_name: OS, declared
     return found
 
 
-def wanted_rpath(
-    member: str, current: tuple[str, ...], components: list[str], major: int, python: str
-) -> tuple[str, ...]:
-    """Keep the wheel-internal $ORIGIN entries (auditwheel's .libs), drop anything absolute, add components."""
+def rpath_dirs(variant: Variant, needed: tuple[str, ...]) -> dict[str, str]:
+    """What a binary needing `needed` must reach: each CUDA component it links, and each distribution whose
+    provided_libraries it links (torch), -> that one's folder in site-packages."""
     table = component_table()
+    dirs: dict[str, str] = {}
+    for name in needed_components(needed, variant.major, "linux", variant.declared):
+        entry = table.get(name, variant.major)
+        if entry and entry.linux and entry.linux.lib_dir:
+            dirs[name] = entry.linux.lib_dir
+    for library in needed:
+        provider = variant.provider_of(library)
+        if provider is not None:
+            dirs.setdefault(provider, variant.recipe.provided_libraries[provider].dir)
+    return dirs
+
+
+def wanted_rpath(member: str, current: tuple[str, ...], site_dirs: list[str], python: str) -> tuple[str, ...]:
+    """Keep the wheel-internal $ORIGIN entries (auditwheel's .libs), drop anything absolute, add the folders in
+    site-packages that the binary's libraries come from."""
     entries = [e for e in current if e.startswith("$ORIGIN")]
-    for name in components:
-        entry = table.get(name, major)
-        lib_dir = entry.linux.lib_dir if entry and entry.linux else None
-        if lib_dir:
-            wanted = origin_entry(member, lib_dir, python)
-            if wanted not in entries:
-                entries.append(wanted)
+    for site_dir in site_dirs:
+        wanted = origin_entry(member, site_dir, python)
+        if wanted not in entries:
+            entries.append(wanted)
     return tuple(entries)
 
 
@@ -156,8 +168,8 @@ def repair(built: BuiltWheel, out_dir: Path) -> None:
         for member, binary in binaries.items() if name.os == "linux" else ():
             if binary.unreadable:
                 continue  # the audit rejects it; patchelf is not handed what the readers refused
-            components = needed_components(binary.needed, built.variant.major, "linux", built.variant.declared)
-            after = wanted_rpath(member, binary.rpath + binary.runpath, components, built.variant.major, name.python)
+            site_dirs = list(rpath_dirs(built.variant, binary.needed).values())
+            after = wanted_rpath(member, binary.rpath + binary.runpath, site_dirs, name.python)
             if after == binary.rpath and not binary.runpath:
                 continue
             path = tree / member

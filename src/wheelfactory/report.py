@@ -17,6 +17,7 @@ from .built import BuiltWheel
 from .components import install_layouts
 from .gpus import CodeSummary, minimum_driver, products_covered
 from .progress import console
+from .render import torch_requirement
 from .smoke import TierResult
 from .untrusted.shown import one_line
 
@@ -79,6 +80,7 @@ class WheelRecord:
             "build_log": str(built.run.log) if built.run else "",
             "source_date_epoch": built.run.source_date_epoch if built.run else None,
             "toolkit": toolkit_json(built),
+            "torch": torch_json(built),
             "gpu_code": gpu_code_json(built),
             "audit": audit,
             "layouts": layouts_json(built),
@@ -110,6 +112,19 @@ def toolkit_json(built: BuiltWheel) -> dict[str, object]:
         "host_compiler": run.host_compiler if run else None,
         "allow_unsupported_compiler": variant.recipe.allow_unsupported_compiler,
         "compiler_cache": run.compiler_cache if run else None,
+    }
+
+
+def torch_json(built: BuiltWheel) -> dict[str, object] | None:
+    """The torch a wheel built with torch.utils.cpp_extension was compiled against and requires; None for others."""
+    torch = built.variant.torch
+    if torch is None:
+        return None
+    return {
+        "release": torch.release,
+        "cuda": torch.cuda,
+        "index": torch.index,
+        "requires": torch_requirement(built.variant),
     }
 
 

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib.resources import as_file, files
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -59,12 +59,19 @@ from .components import NO_WHEEL, component_table, toolkit_table
 from .errors import ToolFailure, UserError
 from .plan import Variant
 from .progress import step
-from .render import CLASSIFIER_GPU, extras, nvidia_dependencies, variant_module_name
+from .pytorch.install import TorchInstall, torch_install
+from .render import CLASSIFIER_GPU, extras, nvidia_dependencies, torch_requirement, variant_module_name
 from .repair import installed_path, needed_components, site_packages
 from .toolkit.provision import NvidiaVersions, nvidia_requirements, nvidia_wheels, runtime_site
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
 COPY_SOURCE = files("wheelfactory").joinpath("smoke_copy.py")
+# Where a smoke container has the probe and the copier: a folder of their own, as a script's folder comes first on
+# sys.path (a /smoke/copy.py shadowed the standard library's copy module, which torch imports).
+TOOLS = "/smoke/tools"
+# The modules of torch, whose own warnings a check of a wheel built against it lets pass (`python -W error` stays on
+# for everything else).
+TORCH_MODULES = r"torch(\..*)?\Z"
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
 SMOKE_CONTAINER_LIFETIME_S = 3600
 # Where a smoke container keeps its decoy system CUDA (registered with ldconfig).
@@ -149,6 +156,9 @@ class Machine(Protocol):
     requirements: str | None  # the folder of its non-CUDA requirements' wheels, as this machine sees it
     neighbour: str  # the stand-in of another variant of the wheel (standin_variant), as this machine sees it
     side_by_side: str  # a folder, absent until pip --target fills it with the wheel and its neighbour
+    # For a wheel built against torch: torch and its other requirements as pip resolved them (name==version), which
+    # the requirements folder holds; torch's NVIDIA ones are the layouts'.
+    torch_pins: list[str]
 
     def create_venvs(self) -> tuple[str, list[Layout]]:
         """(a bare venv's Python, the layouts of the CUDA wheels, each with a venv of its own)."""
@@ -191,6 +201,7 @@ class ContainerMachine:
         self.wheel = f"/smoke/wheels/{wheel.name}"
         self.requirements = "/smoke/requirements" if requirements else None
         self.neighbour, self.side_by_side = f"/smoke/neighbour/{neighbour.name}", "/smoke/side-by-side"
+        self.torch_pins: list[str] = []
         self.runtimes = runtimes  # on the host: the NVIDIA wheels the layouts mount
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
         self.base, self.python = f"{prefix}/bin/python", python
@@ -203,7 +214,8 @@ class ContainerMachine:
             Layout("venv", "/smoke/newest/bin/python", f"/smoke/newest/{site}", versions="newest"),
         ]
         with as_file(PROBE_SOURCE) as probe, as_file(COPY_SOURCE) as copy:
-            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:/smoke/probe.py:ro", f"{copy}:/smoke/copy.py:ro"]
+            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:{TOOLS}/wheelfactory_probe.py:ro"]
+            mounts.append(f"{copy}:{TOOLS}/wheelfactory_copy.py:ro")
             mounts.append(f"{neighbour.parent}:/smoke/neighbour:ro")
             mounts += [f"{runtime}:/smoke/runtime/{versions}:ro" for versions, runtime in runtimes.items()]
             mounts += [
@@ -261,10 +273,12 @@ class ContainerMachine:
         """What pip installed into venv `source` (by its Python), copied into the venvs `targets` (by theirs)
         file by file as its RECORD says, scripts naming their own venv's interpreter: what a pip run into each
         would have written (smoke_copy.py)."""
-        return self._exec([self.base, "/smoke/copy.py", f"lib/python{self.python}/site-packages", source, *targets])
+        return self._exec(
+            [self.base, f"{TOOLS}/wheelfactory_copy.py", f"lib/python{self.python}/site-packages", source, *targets]
+        )
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
-        return _outcomes(self._exec([python, "/smoke/probe.py", json.dumps(checks)]), checks)
+        return _outcomes(self._exec([python, f"{TOOLS}/wheelfactory_probe.py", json.dumps(checks)]), checks)
 
     def close(self) -> None:
         # Killed, it is removed by the engine (--rm) without holding the smoke up.
@@ -289,6 +303,7 @@ class HostMachine:
         self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
         self.wheel, self.nvidia, self.python_version = str(wheel), nvidia, python
         self.neighbour, self.side_by_side = str(neighbour), str(self.scratch / "side-by-side")
+        self.torch_pins: list[str] = []
         self.requirements = str(requirements) if requirements else None
         self.probe_path = self.scratch / "smoke_probe.py"
         self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
@@ -436,6 +451,8 @@ def _run_tier(
     checks, all in one call into the machine."""
     started = time.monotonic()
     result.checks += installed if installed is not None else _install(machine, python, installs)
+    if machine.torch_pins:  # torch warns of its own affairs at import (no NumPy, say): not the wheel's warnings
+        named = [(name, {**spec, "warnings_not_ours": TORCH_MODULES}) for name, spec in named]
     if all(c.ok for c in result.checks):
         outcomes = machine.probe(python, [spec for _, spec in named])
         for (name, _), outcome in zip(named, outcomes, strict=True):
@@ -461,12 +478,15 @@ def cuda_library_names() -> list[str]:
     return sorted({table.driver.linux, *(p for m in majors for p in table.all_libraries(m, "linux"))})
 
 
-def requirements(wheel: Path) -> list[str]:
-    """The wheel's own Requires-Dist (no extra's) that are not NVIDIA's wheels: what it needs besides CUDA."""
+def requirements(wheel: Path, but_torch: bool = False) -> list[str]:
+    """The wheel's own Requires-Dist (no extra's) that are not NVIDIA's wheels: what it needs besides CUDA; with
+    `but_torch`, torch left out too (a wheel built against it gets torch's as pip resolved them: TorchInstall)."""
     lines = []
     for line in metadata(wheel).get_all("Requires-Dist") or []:
         requirement = Requirement(line)
         if requirement.name.startswith("nvidia-") or (requirement.marker and "extra" in str(requirement.marker)):
+            continue
+        if but_torch and canonicalize_name(requirement.name) == "torch":
             continue
         lines.append(line)
     return lines
@@ -545,8 +565,11 @@ def two_variants(machine: Machine, python: str, built: BuiltWheel) -> TierResult
     import warns once, naming both distributions, and the variant module's diagnostic fails saying so. (Alone,
     in tiers 1 and 2, the import is silent: their interpreters turn any warning into an error.)"""
     other = neighbour_name(built.variant)
-    installs = _alone(machine, built, machine.side_by_side)
-    installs[-1].append(machine.neighbour)
+    if machine.torch_pins:  # torch (and NVIDIA's wheels) come from `python`'s venv: only the two go in the folder
+        installs = [["--target", machine.side_by_side, "--no-deps", machine.wheel, machine.neighbour]]
+    else:
+        installs = _alone(machine, built, machine.side_by_side)
+        installs[-1].append(machine.neighbour)
     module, folder = variant_module_name(built.variant), machine.side_by_side
     # The warning comes first, before anything the package loads: even one that opens CUDA at import gives it.
     checks = [_expect(f"import {built.variant.recipe.import_name}", "UserWarning", hint=other, pythonpath=folder)]
@@ -592,8 +615,18 @@ def _alone(machine: Machine, built: BuiltWheel, target: str | None = None) -> li
     the venv, or with `pip install --target` into `target`."""
     into = ["--target", target] if target else []
     installs = [[*into, "--no-deps", machine.wheel]]
-    if machine.requirements:
-        installs.insert(0, [*into, "--find-links", machine.requirements, *requirements(built.path)])
+    if not machine.requirements:
+        return installs
+    found = ["--find-links", machine.requirements]
+    if target and machine.torch_pins:
+        # pip --target sees nothing installed, so it would fetch torch's NVIDIA requirements, which the folder holds
+        # already (the layout's): torch and its other requirements go in as pip resolved them, without theirs.
+        installs.insert(0, [*into, *found, "--no-deps", *machine.torch_pins])
+        others = requirements(built.path, but_torch=True)
+    else:
+        others = requirements(built.path)
+    if others:
+        installs.insert(0, [*into, *found, *others])
     return installs
 
 
@@ -717,11 +750,13 @@ def compatible_platforms(platform_tag: str) -> list[str]:
     return tags
 
 
-def download_requirements(wheel: Path, python: str, into: Path) -> Path | None:
+def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list[str]) -> Path | None:
     """The wheels of `wheel`'s non-CUDA requirements for CPython `python` and the wheel's platform, fetched here
-    from pip's index (the smoke machine has no network); None when it has none."""
-    lines = requirements(wheel)
-    if not lines:
+    from pip's index (the smoke machine has no network); None when it has none. For a wheel built against torch
+    (`torch_pins`: torch and its other requirements, as pip resolved them), those without their dependencies: what
+    torch requires of NVIDIA is the layouts'."""
+    lines = requirements(wheel, but_torch=bool(torch_pins))
+    if not lines and not torch_pins:
         return None
     name = WheelName.of(wheel)
     tag = cpython_tag(python)
@@ -729,14 +764,17 @@ def download_requirements(wheel: Path, python: str, into: Path) -> Path | None:
     command += ["--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
     command += ["--abi", tag, "--abi", "abi3", "--abi", "none"]
     command += [arg for platform in compatible_platforms(name.platform_tag) for arg in ("--platform", platform)]
-    command += lines
-    with step(f"download the requirements of {wheel.name}: {', '.join(lines)}"):
-        done = host.run(command, "pip download", check=False)
-        if done.returncode != 0:
-            raise ToolFailure(
-                f"{wheel.name}: cannot download its requirements {', '.join(lines)} for the smoke tiers — "
-                f"{host.tail(done.stderr, 6)}"
-            )
+    downloads: list[tuple[list[str], list[str]]] = [([], lines)] if lines else []
+    if torch_pins:
+        downloads.append((["--no-deps"], torch_pins))
+    for options, listed in downloads:
+        with step(f"download the requirements of {wheel.name}: {', '.join(listed)}"):
+            done = host.run([*command, *options, *listed], "pip download", check=False)
+            if done.returncode != 0:
+                raise ToolFailure(
+                    f"{wheel.name}: cannot download its requirements {', '.join(listed)} for the smoke tiers — "
+                    f"{host.tail(done.stderr, 6)}"
+                )
     return into
 
 
@@ -770,8 +808,10 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
     if name.os == "windows" and sys.platform != "win32":
         raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v) for v in ("floors", "newest")}
     pythons = built.smoke_pythons
+    torch = torch_installs(built, pythons)
+    pinned = next(iter(torch.values())).nvidia if torch else None
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v, pinned) for v in ("floors", "newest")}
     # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
     image = built.image if name.os == "linux" else None  # the clean machine: a container of it, else this host
     runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
@@ -783,12 +823,14 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         results = []
         for python in pythons:
             (Path(scratch) / f"requirements-{python}").mkdir()
-            found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}")
+            torch_pins = torch[python].other_pins() if torch else []
+            found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}", torch_pins)
             machine: Machine
             if image is not None:
                 machine = ContainerMachine(image, wheel, runtimes, python, found, neighbour, decoys)
             else:
                 machine = HostMachine(wheel, nvidia, python, found, neighbour)
+            machine.torch_pins = torch_pins
             on_python = _smoke_on(built, machine, pool)
             if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
                 for result in on_python:
@@ -797,8 +839,34 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
         return [*results, metadata_tier.result()]
 
 
+def torch_installs(built: BuiltWheel, pythons: tuple[str, ...]) -> dict[str, TorchInstall]:
+    """For a wheel built against torch, what installing its torch brings on each of `pythons` (none for others).
+    The layouts are shared by those Pythons: torch must pin the same NVIDIA wheels on each."""
+    line = torch_requirement(built.variant)
+    if line is None:
+        return {}
+    tags = compatible_platforms(built.name.platform_tag)
+    found = {python: torch_install(line, python, built.name, tags) for python in pythons}
+    pins = {tuple(install.pins()) for install in found.values()}
+    if len(pins) > 1:
+        raise ToolFailure(
+            f"{built.path.name}: {line} pins other NVIDIA wheels on Python {' than on '.join(found)} — smoke-test "
+            "those Pythons one at a time (--python)"
+        )
+    return found
+
+
+def _after(first: Future[Any], run: Callable[..., TierResult], *args: object) -> TierResult:
+    """`run(*args)` once `first` is done (a venv it fills is what `run` uses)."""
+    first.result()
+    return run(*args)
+
+
 def _smoke_on(built: BuiltWheel, machine: Machine, pool: ThreadPoolExecutor) -> list[TierResult]:
-    """Tiers 1 and 2, and the two-variants check, on one CPython's clean machine (closed when they are done)."""
+    """Tiers 1 and 2, and the two-variants check, on one CPython's clean machine (closed when they are done). A
+    wheel built against torch has no tier 1: PyPI's torch does not import without NVIDIA's libraries, so its
+    two-variants check runs with the first layout's venv, once that holds torch."""
+    with_torch = bool(machine.torch_pins)
     try:
         bare, layouts = machine.create_venvs()
         if isinstance(machine, ContainerMachine):
@@ -807,17 +875,23 @@ def _smoke_on(built: BuiltWheel, machine: Machine, pool: ThreadPoolExecutor) -> 
             first, *others = [layout for layout in layouts if layout.name != "target"]
             copies = [bare, *(layout.python for layout in others)]
             installing = pool.submit(shared_install, machine, built, first.python, copies)
-            tiers = [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
+            tiers = [] if with_torch else [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
             tiers += [
                 pool.submit(tier2, machine, lay, built)
                 if lay.name == "target"
                 else pool.submit(_once_installed, installing, tier2, machine, lay, built)
                 for lay in layouts
             ]
+            holding_torch: Future[Any] = installing
         else:
-            tiers = [pool.submit(tier1, machine, bare, built)]
-            tiers += [pool.submit(tier2, machine, layout, built) for layout in layouts]
-        tiers.append(pool.submit(two_variants, machine, bare, built))
+            tiers = [] if with_torch else [pool.submit(tier1, machine, bare, built)]
+            layout_tiers = [pool.submit(tier2, machine, layout, built) for layout in layouts]
+            tiers += layout_tiers
+            first, holding_torch = layouts[0], layout_tiers[0]
+        if with_torch:
+            tiers.append(pool.submit(_after, holding_torch, two_variants, machine, first.python, built))
+        else:
+            tiers.append(pool.submit(two_variants, machine, bare, built))
         return [tier.result() for tier in tiers]
     finally:
         machine.close()

@@ -7,7 +7,8 @@ Each check runs in its own fresh interpreter (`python -W error -I`), so one impo
      "hint": text that exception must carry (a list: one of them), or null,
      "site": the directory every CUDA library loaded must come from, or null,
      "cuda_libraries": file-name patterns of CUDA's libraries (every major's, and the driver),
-     "pythonpath": PYTHONPATH for the check (then `-s` instead of `-I`), or null}
+     "pythonpath": PYTHONPATH for the check (then `-s` instead of `-I`), or null,
+     "warnings_not_ours": a regular expression of modules whose warnings are not the wheel's (torch's), or null}
     {"command": ["python", "-m", "pkg"], "pythonpath": ...,     a program that must exit 0 (or "exit") without a
      "exit": 0, "says": text or null, "silent_of": text or null}  traceback, its output saying "says" and not
                                                                   "silent_of"
@@ -41,6 +42,10 @@ def _one(spec: dict[str, object]) -> dict[str, object]:
     """Run one statement in this process: what it raised (and whether that was the exception expected, with
     its hint), or the files it mapped."""
     expect = str(spec["expect"])
+    if spec.get("warnings_not_ours"):
+        import warnings  # already loaded by -W error
+
+        warnings.filterwarnings("ignore", module=str(spec["warnings_not_ours"]))
     try:
         exec(compile(str(spec["statement"]), "<smoke>", "exec"), {"__name__": "__smoke__"})
     except BaseException as exc:  # what was not expected is a failure, with what it said

@@ -97,6 +97,17 @@ def source_project(tree: Path) -> dict[str, Any] | None:
     return project if isinstance(project, dict) else None
 
 
+def source_build_requires(tree: Path) -> list[str] | None:
+    """The source's pyproject [build-system] requires; None where it states none (or its pyproject does not parse:
+    rendering reports that at its place)."""
+    try:
+        system = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8")).get("build-system")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    requires = system.get("requires") if isinstance(system, dict) else None
+    return [str(line) for line in requires] if isinstance(requires, list) else None
+
+
 def _pkg_info(tree: Path) -> dict[str, Any]:
     """The raw fields of the sdist's PKG-INFO (none for a tree without one)."""
     try:

@@ -29,13 +29,12 @@ from . import host
 from .errors import ToolFailure, UserError, fetched
 from .host import cache_dir
 from .inputs import PathSource, SdistSource, Source, UrlSource
+from .inputs.matrix import PYPI
 from .inputs.recipe import ExtraSource
 from .progress import step
 from .untrusted import archives
 from .untrusted.cache import reusable, seal
 from .untrusted.shown import shown
-
-PYPI = "https://pypi.org/simple/"
 
 
 def source_tree(source: Source, recipe_dir: Path) -> Path:

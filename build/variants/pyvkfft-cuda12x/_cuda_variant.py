@@ -28,6 +28,8 @@ __path__: list = []
 DIST_NAME = 'pyvkfft-cuda12x'
 CUDA_MAJOR = 12
 CUDA_TOOLKIT = '12.9'
+# The torch release the build compiled against (its C++ ABI), None for a package not built with torch.
+TORCH = None
 
 # component: distribution, the components its libraries load at run time (needs), per OS the folder in
 # site-packages, the library files (the component's own first; fnmatch patterns where NVIDIA bakes a minor version
@@ -278,6 +280,23 @@ def report():
         where = _mapped(library) or "the system's search path"
         rows.append((component, library, where, f"not from a pip wheel: the system's loader found it — {install}"))
     return rows
+
+
+def torch_mismatch():
+    """Why the installed torch is not the release this package was compiled against, None where it is (or the
+    package is not built with torch): its extensions would fail to load on C++ symbols, or misbehave."""
+    if TORCH is None:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    fix = f"pip install 'torch=={TORCH}.*'"
+    try:
+        found = version("torch")
+    except PackageNotFoundError:
+        return f"torch is not installed: {DIST_NAME} was built against torch {TORCH} — {fix}"
+    if found.split("+")[0].split(".")[:2] != TORCH.split("."):
+        return f"torch {found} is installed, but {DIST_NAME} was built against torch {TORCH} — {fix}"
+    return None
 
 
 def _version(text):
@@ -590,13 +609,17 @@ if __name__ == "__main__":
 
     # `python -m pkg._cuda_variant` runs a second copy of this module: the package's own copy did the loading.
     _loader = _sys.modules.get(__spec__.name if __spec__ else "", _sys.modules[__name__])
-    print(f"{DIST_NAME}: built for CUDA {CUDA_MAJOR}.x (toolkit {CUDA_TOOLKIT}); package in {_own_site()}")
+    _against = f", torch {TORCH}" if TORCH else ""
+    print(f"{DIST_NAME}: built for CUDA {CUDA_MAJOR}.x (toolkit {CUDA_TOOLKIT}{_against}); package in {_own_site()}")
     for _component, _library, _path, _why in _loader.report():
         print(f"  {_component:<10} {_library:<22} {_path or '(not found)'}")
         print(f"  {'':<10} {_why}")
     _lines, _troubles = _loader.diagnose()
+    _torch = _loader.torch_mismatch()
+    if _torch:
+        _lines.append(_torch)
     _others = _loader.other_distributions()
     if _others:
         _lines.append("installed together: " + _loader.clash(_others))
     print("\n".join(_lines))
-    _sys.exit(1 if _troubles or _others else 0)
+    _sys.exit(1 if _troubles or _torch or _others else 0)

@@ -3,12 +3,25 @@
 Every problem is reported at its file:line:col with a hint, all of them at once, before anything is written.
 """
 
-from .matrix import CudaEntry, Exclusion, Matrix, PlatformSettings, load_matrix, requires_python
-from .recipe import DRIVER, GitSource, GpuCheck, PathSource, Recipe, SdistSource, Smoke, Source, UrlSource, load_recipe
+from .matrix import PYPI, CudaEntry, Exclusion, Matrix, PlatformSettings, TorchRelease, load_matrix, requires_python
+from .recipe import (
+    DRIVER,
+    GitSource,
+    GpuCheck,
+    PathSource,
+    ProvidedLibraries,
+    Recipe,
+    SdistSource,
+    Smoke,
+    Source,
+    UrlSource,
+    load_recipe,
+)
 from .validation import Loaded
 
 __all__ = [
     "DRIVER",
+    "PYPI",
     "CudaEntry",
     "Exclusion",
     "GitSource",
@@ -17,10 +30,12 @@ __all__ = [
     "Matrix",
     "PathSource",
     "PlatformSettings",
+    "ProvidedLibraries",
     "Recipe",
     "SdistSource",
     "Smoke",
     "Source",
+    "TorchRelease",
     "UrlSource",
     "load_matrix",
     "load_recipe",

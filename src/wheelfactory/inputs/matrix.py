@@ -16,6 +16,9 @@ from .references import hosted_runner_is_arm, image_problem, names_machine, runn
 from .validation import Loaded, Strict, VersionText, did_you_mean, display, validate
 from .yamlsource import Loc, SourceMap
 
+# The package index pip uses unless told otherwise.
+PYPI = "https://pypi.org/simple/"
+
 
 class PlatformSettings(Strict):
     runner: str = Field(min_length=1)  # the CI runner that builds
@@ -23,9 +26,19 @@ class PlatformSettings(Strict):
     image: str | None = Field(default=None, min_length=1)
 
 
+class TorchRelease(Strict):
+    """The torch that a major's PyTorch-extension recipes build against: torch.utils.cpp_extension ties a wheel to
+    one torch release (its C++ ABI), not only to a CUDA major."""
+
+    release: VersionText  # "2.11": the build takes torch==2.11.*, and the wheel requires the same
+    cuda: VersionText  # torch.version.cuda of that build: the toolkit release the variant's build uses
+    index: str = PYPI  # the PEP 503 index it comes from (PyTorch's own, for a build PyPI does not carry)
+
+
 class CudaEntry(Strict):
     major: int = Field(ge=1)
     toolkit: VersionText
+    torch: TorchRelease | None = None
     platforms: dict[str, PlatformSettings]
     not_built: dict[str, str] = {}  # platform -> the reason it is deliberately not built
     # What users install beside this major's wheels (PyTorch, CuPy, JAX built for it), as pip requirements: the
@@ -114,6 +127,8 @@ def _check_cuda_entry(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem
             )
         ]
     problems = _check_toolkit(entry, at, src)
+    if entry.torch is not None:
+        problems += _check_torch(entry.torch, entry.major, (*at, "torch"), src)
     if not entry.platforms:
         problems.append(src.problem((*at, "platforms"), "no platforms — name at least one, e.g. linux-x86_64"))
     for name, settings in entry.platforms.items():
@@ -171,6 +186,21 @@ def _check_toolkit(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
             "data/toolkits.yaml and its component versions to data/cuda_components.yaml",
         )
     ]
+
+
+def _check_torch(torch: TorchRelease, major: int, at: Loc, src: SourceMap) -> list[Problem]:
+    problems = []
+    known = sorted(v for v in toolkit_table().releases if v.startswith(f"{major}."))
+    if torch.cuda not in known:
+        message = (
+            f"torch's CUDA {shown(torch.cuda)} is not a CUDA {major} release the factory knows ({', '.join(known)}) "
+            "— write torch.version.cuda of that torch build, or add the release to data/toolkits.yaml"
+        )
+        problems.append(src.problem((*at, "cuda"), message))
+    if not torch.index.startswith("https://") or any(c.isspace() for c in torch.index):
+        message = f"torch index {shown(torch.index)} is not an https:// URL — write the index's simple/ URL"
+        problems.append(src.problem((*at, "index"), message))
+    return problems
 
 
 def _platform_hint(name: str) -> str:

@@ -30,6 +30,8 @@ from .yamlsource import Loc, SourceMap
 MAX_NAME_LENGTH = 100
 # PEP 517: `module` or `module:object`, each a dotted Python name.
 _BACKEND_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?$", re.ASCII)
+# A distribution's name as PEP 508 spells it.
+_DISTRIBUTION_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
 _EXTRA_SOURCE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$", re.ASCII)
@@ -139,6 +141,15 @@ class GpuCheck(Strict):
     run: str = Field(min_length=1)  # Python run with the package installed on a GPU machine; may call skip(reason)
 
 
+class ProvidedLibraries(Strict):
+    """Libraries that a dependency installs and the wheel's binaries link (torch's libc10.so): the repair never
+    grafts them, the RPATH reaches them where the dependency puts them, and the audit accepts them only in a
+    wheel that requires that dependency."""
+
+    dir: str = Field(min_length=1)  # their folder in site-packages, as the dependency's wheel lays it out
+    libraries: list[str] = Field(min_length=1)  # sonames and DLL names, fnmatch patterns (libtorch*.so)
+
+
 class Recipe(Strict):
     name: str
     version: str
@@ -158,10 +169,17 @@ class Recipe(Strict):
     wheel_abi: WheelAbi = "cpython"
     cuda: list[int] | None = None  # CUDA majors this recipe supports; all of the matrix's when absent
     platforms: list[str] | None = None  # platforms it supports (e.g. [linux-x86_64]); all of the matrix's when absent
+    # The build compiles against torch (torch.utils.cpp_extension): each major's build takes the torch its
+    # matrix.yaml record names, the wheel requires that release, and the toolkit is the one that torch was built
+    # with.
+    torch: bool = False
     components: list[str]
     optional: list[str] = []
-    # Extension module (dotted name, or an fnmatch pattern such as "cupy._core.*" or "*") -> the components it
-    # may link. The most specific pattern that matches a module decides.
+    # Distribution -> the libraries of it that the binaries link (e.g. torch: {dir: torch/lib, libraries:
+    # [libc10.so, "libtorch*.so"]}). A module policy names the distribution to let a module link them.
+    provided_libraries: dict[str, ProvidedLibraries] = {}
+    # Extension module (dotted name, or an fnmatch pattern such as "cupy._core.*" or "*") -> the components (and
+    # provided_libraries' distributions) it may link. The most specific pattern that matches a module decides.
     modules: dict[str, list[str]]
     # Modules (patterns), or shared libraries' file names (patterns of shared_libraries), that must carry device
     # code for the variant's architectures: a build that quietly left CUDA out, or left a GPU out, is refused.
@@ -240,8 +258,10 @@ def check_recipe(
         ({"version", "source"}, lambda: _check_version_pin(recipe, src)),
         ({"dependencies", "build_requires", "build_backend"}, lambda: _check_requirements(recipe, src)),
         ({"cuda"}, lambda: _check_majors(recipe, src, majors)),
+        ({"cuda", "torch"}, lambda: _check_torch(recipe, src, {m: majors[m] for m in wanted})),
+        ({"provided_libraries"}, lambda: _check_provided_libraries(recipe, src)),
         ({"platforms"}, lambda: _check_platforms(recipe, src)),
-        ({"cuda", "platforms"}, lambda: _check_cells(recipe, src, matrix, majors)),
+        ({"cuda", "platforms", "torch"}, lambda: _check_cells(recipe, src, matrix, majors)),
         ({"cuda", "cuda_archs"}, lambda: _check_archs(recipe, src, {m: majors[m].toolkit for m in wanted})),
         (
             {"cuda", "cuda_archs", "device_code", "device_code_archs"},
@@ -288,6 +308,53 @@ def _check_majors(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> lis
     return problems
 
 
+def _check_torch(recipe: Recipe, src: SourceMap, built: dict[int, Any]) -> list[Problem]:
+    """A recipe built against torch that names its majors needs a torch in each of their matrix records (one that
+    names none is built for the majors that have one: _check_cells says when none has)."""
+    if not recipe.torch or recipe.cuda is None:
+        return []
+    without = [major for major, entry in built.items() if entry.torch is None]
+    if not without:
+        return []
+    names = ", ".join(f"CUDA {m}" for m in without)
+    keep = [m for m in built if m not in without]
+    limit = f", or limit the recipe to cuda: {keep}" if keep else ""
+    message = (
+        f"the build needs torch, but matrix.yaml names no torch for {names} — add torch: {{release, cuda}} to that "
+        f"record{limit}"
+    )
+    return [src.problem(("torch",), message)]
+
+
+def _check_provided_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """Each provider a distribution name; its folder inside site-packages; its libraries file names that are not
+    CUDA's (those come from NVIDIA's wheels, as components)."""
+    table = component_table()
+    majors = sorted({m for c in table.components.values() for m in c.majors})
+    cuda = [p for major in majors for os in ("linux", "windows") for p in table.all_libraries(major, os)]
+    problems = []
+    for name, provided in recipe.provided_libraries.items():
+        at: Loc = ("provided_libraries", name)
+        if not _DISTRIBUTION_RE.match(name):
+            message = f"{shown(name, quoted=True)} is not a distribution name — write the name pip installs, e.g. torch"
+            problems.append(src.problem(at, message, key=True))
+        folder = PurePosixPath(provided.dir)
+        if "\\" in provided.dir or folder.is_absolute() or ".." in folder.parts or provided.dir.startswith("~"):
+            message = f"{shown(provided.dir, quoted=True)} leaves site-packages — name a folder in it, e.g. torch/lib"
+            problems.append(src.problem((*at, "dir"), message))
+        for i, pattern in enumerate(provided.libraries):
+            if not pattern or "/" in pattern or "\\" in pattern:
+                message = f"{shown(pattern, quoted=True)}: give a file name pattern, no folders (libc10.so, c10.dll)"
+                problems.append(src.problem((*at, "libraries", i), message))
+            elif _overlaps(pattern, cuda):
+                message = (
+                    f"{shown(pattern, quoted=True)} names a CUDA library — it comes from NVIDIA's wheels: declare its "
+                    "component instead"
+                )
+                problems.append(src.problem((*at, "libraries", i), message))
+    return problems
+
+
 def _check_cells(recipe: Recipe, src: SourceMap, matrix: Matrix, majors: dict[int, Any]) -> list[Problem]:
     """A recipe must build something: of the CUDA major × platform pairs it asks for, one at least that the
     matrix builds for some Python. When none is, every pair is named with the reason it is out."""
@@ -296,6 +363,9 @@ def _check_cells(recipe: Recipe, src: SourceMap, matrix: Matrix, majors: dict[in
         entry = majors.get(major)
         if entry is None:
             continue  # reported by _check_majors
+        if recipe.torch and entry.torch is None:
+            reasons.append(f"CUDA {major}: matrix.yaml names no torch for it")
+            continue
         asked = recipe.platforms if recipe.platforms is not None else list(entry.platforms)
         for platform in asked:
             if platform in entry.not_built:
@@ -772,6 +842,8 @@ def _check_allowed(recipe: Recipe, allowed: list[str], at: Loc, what: str, src: 
     problems = []
     for i, name in enumerate(allowed):
         if name == DRIVER:  # may link libcuda.so.1 / nvcuda.dll eagerly; import then needs a GPU driver
+            continue
+        if name in recipe.provided_libraries and name not in table.components:
             continue
         if name not in declared:
             hint = (

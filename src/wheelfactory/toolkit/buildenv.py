@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from ..components import toolkit_table
+from ..inputs import PYPI
 from ..plan import Variant
 
 # Where the build container's prepare step (data/prepare-build.sh) puts the host compiler nvcc may use, and the
@@ -108,6 +109,15 @@ def with_extra_sources(variant: Variant, sources: str | None) -> dict[str, str]:
     }
 
 
+def torch_index(variant: Variant) -> dict[str, str]:
+    """For a build against torch from an index other than PyPI (PyTorch's own, for CUDA 12): that index, after the
+    host's extra ones, for the build's pip."""
+    torch = variant.torch
+    if torch is None or torch.index.rstrip("/") == PYPI.rstrip("/"):
+        return {}
+    return {"PIP_EXTRA_INDEX_URL": f"$PIP_EXTRA_INDEX_URL {torch.index}"}
+
+
 def linux_environment(
     variant: Variant, platform: str, prefix: str = CONTAINER_PREFIX, host_compiler_dir: str = HOST_COMPILER_DIR
 ) -> dict[str, str]:
@@ -136,6 +146,7 @@ def linux_environment(
         "CXX": f"{CACHED_COMPILER_DIR}/c++",
         # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
         "LDFLAGS": "-Wl,--as-needed",
+        **torch_index(variant),
         # Last, so that they may build on the factory's ("$LDFLAGS -Wl,...", "$NVCC_GENCODE").
         **with_extra_sources(variant, CONTAINER_SOURCES),
     }
@@ -152,5 +163,6 @@ def windows_environment(variant: Variant) -> dict[str, str]:
         "PATH": "$CUDA_HOME/bin;$PATH",
         **({"NVCC_PREPEND_FLAGS": flags} if flags else {}),
         **architectures(variant, "windows-amd64"),
+        **torch_index(variant),
         **with_extra_sources(variant, None),
     }

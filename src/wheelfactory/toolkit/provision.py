@@ -534,12 +534,21 @@ def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVe
         return tuple(_download(list(lines), os_name, arch, host.cache_dir() / "wheels", constraints))
 
 
-def nvidia_wheels(wheel: Path, versions: NvidiaVersions) -> tuple[Path, ...]:
+def nvidia_wheels(wheel: Path, versions: NvidiaVersions, pinned: dict[str, str] | None = None) -> tuple[Path, ...]:
     """The NVIDIA wheels pip would install with `wheel` and all its extras, at the lowest versions its
-    Requires-Dist admit or at the newest: what the smoke tiers' CUDA layouts hold."""
+    Requires-Dist admit or at the newest: what the smoke tiers' CUDA layouts hold. `pinned`: NVIDIA's wheels that
+    another requirement pins exactly (torch's, name -> version): those at that version, whatever the floors."""
     name = WheelName.of(wheel)
-    own = sorted({f"{r.name}{r.specifier}" for r in nvidia_requirements(wheel, lambda _: None)})
-    return _resolved(tuple(own), name.os, name.arch, versions) if own else ()
+    pinned = pinned or {}
+    own = sorted(
+        {
+            f"{r.name}{r.specifier}"
+            for r in nvidia_requirements(wheel, lambda _: None)
+            if canonicalize_name(r.name) not in pinned
+        }
+    )
+    lines = [*own, *(f"{distribution}=={version}" for distribution, version in sorted(pinned.items()))]
+    return _resolved(tuple(lines), name.os, name.arch, versions) if lines else ()
 
 
 def runtime_site(toolkit: Toolkit, wheels: tuple[Path, ...]) -> Path:
