@@ -147,7 +147,8 @@ def image(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite (slow ones included; `-- -m "not slow"` for the quick part)."""
+    """Run the test suite (slow ones included; `-- -m "not slow"` for the quick part, `-- -m heavy` for the builds
+    against torch, which CI's time does not fit)."""
     _engine(session, "build", "test")
     session.run("pytest", *session.posargs)
 

@@ -264,3 +264,40 @@ def test_what_installing_torch_brings_is_resolved_by_pip_and_split_at_nvidias_wh
 def test_a_report_pip_would_not_write_is_refused(report: str) -> None:
     with pytest.raises(ToolFailure):
         _from_report(report, "torch==2.14.*")
+
+
+@pytest.mark.parametrize(
+    ("given", "passed", "said"),
+    [
+        # cpp_extension's `-ccbin $CC`, $CC being the compiler cache's wrapper: dropped, nvcc keeps the factory's.
+        (["-ccbin", "/opt/wheelfactory/cached/cc"], [], "dropped -ccbin /opt/wheelfactory/cached/cc"),
+        (["--compiler-bindir=/opt/wheelfactory/cached/c++"], [], "dropped --compiler-bindir=/opt/wheelfactory/"),
+        # Any other replaces the factory's host compiler: kept, and said, for the report.
+        (
+            ["-ccbin", "/usr/bin/g++-11"],
+            ["-ccbin", "/usr/bin/g++-11"],
+            "own host compiler /usr/bin/g++-11 (its -ccbin)",
+        ),
+        (["-ccbin=/usr/bin/g++-11"], ["-ccbin=/usr/bin/g++-11"], "own host compiler /usr/bin/g++-11 (its -ccbin)"),
+    ],
+)
+def test_nvcc_drops_the_cache_wrappers_ccbin_and_names_any_other(
+    tmp_path: Path, given: list[str], passed: list[str], said: str
+) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "libexec").mkdir()
+    wrapper = tmp_path / "bin" / "nvcc"
+    shutil.copy(REPO / "src/wheelfactory/data/nvcc-wrapper.sh", wrapper)
+    real = tmp_path / "libexec" / "nvcc"
+    real.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    for script in (wrapper, real):
+        script.chmod(0o755)
+    done = subprocess.run(
+        [wrapper, "-c", "x.cu", *given, "-O3"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert done.stdout.split() == ["-c", "x.cu", *passed, "-O3"]
+    assert said in done.stderr

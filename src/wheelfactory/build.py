@@ -34,10 +34,15 @@ from .toolkit import msvc
 from .toolkit.buildenv import EXTRA_SOURCES_DIR
 from .toolkit.provision import Toolkit
 from .untrusted.cache import SEAL
+from .untrusted.shown import shown
 
 # What the build container's prepare step (data/prepare-build.sh) says of nvcc's host compiler.
 _HOST_COMPILER = re.compile(r"^wheelfactory: nvcc's host compiler is (?P<compiler>.+)$", re.MULTILINE)
 _NO_HOST_COMPILER = re.compile(r"^wheelfactory: no host compiler for nvcc.*$", re.MULTILINE)
+# What data/nvcc-wrapper.sh says of a -ccbin the build passes itself, which nvcc then uses instead.
+_BUILD_HOST_COMPILER = re.compile(
+    r"^wheelfactory: nvcc: the build's own host compiler (?P<compiler>.+?) \(", re.MULTILINE
+)
 # cibuildwheel's refusal of a pure-Python wheel: every extension was left out (a build script's silent fallback).
 _PURE_WHEEL = "Build failed because a pure Python wheel was generated"
 
@@ -243,10 +248,17 @@ def run_cibuildwheel(
                 f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{host.tail(text)}"
             )
     chosen = _HOST_COMPILER.search(text)
+    own = sorted({found["compiler"] for found in _BUILD_HOST_COMPILER.finditer(text)})
+    if chosen:
+        host_compiler = chosen["compiler"]
+    if own:  # nvcc ran with the build's own -ccbin: that is the compiler it used
+        host_compiler = (
+            f"{', '.join(shown(c) for c in own)} (the build's own -ccbin; the factory chose {host_compiler})"
+        )
     run = BuildRun(
         log,
         time.monotonic() - started,
-        chosen["compiler"] if chosen else host_compiler,
+        host_compiler,
         compiler_cache_stats(stats) if compiler_cache else None,
         epoch,
     )

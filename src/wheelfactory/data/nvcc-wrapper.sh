@@ -10,7 +10,8 @@ real="$(dirname "$(readlink -f "$0")")/../libexec/nvcc"
 
 # PyTorch's cpp_extension (and other builds) pass `-ccbin $CC`, and $CC is the factory's compiler-cache wrapper:
 # nvcc would then run under sccache with sccache again as its host compiler, and past the host compiler the
-# factory chose for this release (NVCC_PREPEND_FLAGS names it). Such a -ccbin is dropped; any other is kept.
+# factory chose for this release (NVCC_PREPEND_FLAGS names it). Such a -ccbin is dropped; any other is kept, and
+# said: it replaces the factory's host compiler, and the report names it.
 cached=/opt/wheelfactory/cached
 held=""
 for argument in "$@"; do
@@ -18,7 +19,9 @@ for argument in "$@"; do
     if [ -n "$held" ]; then
         case "$argument" in
             "$cached"/*) echo "wheelfactory: nvcc: dropped $held $argument (the compiler cache's wrapper)" >&2 ;;
-            *) set -- "$@" "$held" "$argument" ;;
+            *)
+                echo "wheelfactory: nvcc: the build's own host compiler $argument (its $held)" >&2
+                set -- "$@" "$held" "$argument" ;;
         esac
         held=""
         continue
@@ -27,6 +30,9 @@ for argument in "$@"; do
         -ccbin | --compiler-bindir) held="$argument" ;;
         -ccbin="$cached"/* | --compiler-bindir="$cached"/*)
             echo "wheelfactory: nvcc: dropped $argument (the compiler cache's wrapper)" >&2 ;;
+        -ccbin=* | --compiler-bindir=*)
+            echo "wheelfactory: nvcc: the build's own host compiler ${argument#*=} (its ${argument%%=*})" >&2
+            set -- "$@" "$argument" ;;
         *) set -- "$@" "$argument" ;;
     esac
 done
