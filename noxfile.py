@@ -128,6 +128,14 @@ def verify(session: nox.Session) -> None:
     _factory(session, "verify", *session.posargs)
 
 
+@nox.session(name="torch-index")
+def torch_index(session: nox.Session) -> None:
+    """Write the per-(torch, CUDA) PEP 503 index pages of the wheels built against torch (`-- dist/`), under
+    that folder's torch-index/ (a build writes dist/'s by itself)."""
+    _engine(session, "build")
+    _factory(session, "torch-index", *session.posargs)
+
+
 @nox.session
 def coinstall(session: nox.Session) -> None:
     """Resolve each wheel together with what its users run beside it, its CUDA major's `neighbours` in

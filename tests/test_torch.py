@@ -9,7 +9,6 @@ test_upstream.py.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -21,13 +20,13 @@ import pytest
 from wheelfactory.audit import audit_wheel
 from wheelfactory.binaries.wheelfile import WheelName, pack
 from wheelfactory.built import BuiltWheel
-from wheelfactory.errors import InputError, ToolFailure
+from wheelfactory.cli import main
+from wheelfactory.errors import InputError, ToolFailure, UserError
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.pytorch.index_pages import INDEX_DIR, write_torch_indexes
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import excluded_libraries, render_plan
 from wheelfactory.repair import repair
-from wheelfactory.report import REPORT_NAME
 from wheelfactory.smoke import compatible_platforms
 from wheelfactory.toolkit.buildenv import linux_environment
 
@@ -201,28 +200,17 @@ def test_a_module_whose_policy_leaves_torch_out_and_a_vendored_copy_are_refused(
     ]
 
 
-def _dist_with(tmp_path: Path, entries: list[dict[str, object]]) -> Path:
+def test_the_torch_index_page_serves_the_wheel_to_pip(torch_project: Path, tmp_path: Path) -> None:
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX)
+    (tmp_path / "work").mkdir()
+    wheel = _wheel(_variant(torch_project), tmp_path / "work", requires_torch=True)
     dist = tmp_path / "dist"
     dist.mkdir()
-    (dist / REPORT_NAME).write_text(json.dumps({"wheels": entries}))
-    return dist
-
-
-def test_the_torch_index_page_serves_the_wheel_to_pip(torch_project: Path, tmp_path: Path) -> None:
-    variant = _variant(torch_project)
-    (tmp_path / "work").mkdir()
-    wheel = _wheel(variant, tmp_path / "work", requires_torch=True)
-    torch = {"release": "2.14", "cuda": "13.0", "index": "https://pypi.org/simple/", "requires": "torch==2.14.*"}
-    entries: list[dict[str, object]] = [
-        {"wheel": wheel.name, "passed": True, "torch": torch},
-        # Not indexed: a rejected wheel, a name that leads out of dist/, a release that is no release.
-        {"wheel": "other_cuda13x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "passed": False, "torch": torch},
-        {"wheel": "../evil-1.0-py3-none-any.whl", "passed": True, "torch": torch},
-        {"wheel": wheel.name, "passed": True, "torch": {**torch, "release": "2.14/../../x"}},
-    ]
-    dist = _dist_with(tmp_path, entries)
     shutil.copy(wheel, dist / wheel.name)
-    assert write_torch_indexes(dist) == ["torch2.14-cu130"]
+    # Not indexed: a wheel of a variant built without torch, and a file that is no wheel's name.
+    (dist / "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"not read")
+    (dist / "not-a-wheel.whl").write_bytes(b"")
+    assert write_torch_indexes(dist, plan.torch_of) == ["torch2.14-cu130"]
     index = dist / INDEX_DIR / "torch2.14-cu130"
     assert sorted(p.name for p in index.iterdir()) == ["index.html", "torchlike-cuda13x"]
     page = (index / "torchlike-cuda13x" / "index.html").read_text()
@@ -237,7 +225,15 @@ def test_the_torch_index_page_serves_the_wheel_to_pip(torch_project: Path, tmp_p
     assert [p.name for p in fetched.iterdir()] == [wheel.name]
     # Once no wheel qualifies, the pages go.
     (dist / wheel.name).unlink()
-    assert write_torch_indexes(dist) == [] and not (dist / INDEX_DIR).exists()
+    assert write_torch_indexes(dist, plan.torch_of) == [] and not (dist / INDEX_DIR).exists()
+
+
+def test_a_wheel_that_does_not_require_its_variants_torch_gets_no_page(torch_project: Path, tmp_path: Path) -> None:
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX)
+    wheel = _wheel(_variant(torch_project), tmp_path, requires_torch=False)
+    with pytest.raises(UserError, match=r"does not require torch==2\.14\.\*, the torch its variant is built against"):
+        write_torch_indexes(wheel.parent, plan.torch_of)
+    assert not (wheel.parent / INDEX_DIR).exists()
 
 
 def test_what_installing_torch_brings_is_resolved_by_pip_and_split_at_nvidias_wheels() -> None:
@@ -301,3 +297,45 @@ def test_nvcc_drops_the_cache_wrappers_ccbin_and_names_any_other(
     )
     assert done.stdout.split() == ["-c", "x.cu", *passed, "-O3"]
     assert said in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("installed", "said"),
+    [
+        ("2.14.1+cu130", "None"),
+        ("2.13.0", "torch 2.13.0 is installed, but torchlike-cuda13x was built against torch 2.14 — pip install "
+         "'torch==2.14.*'"),
+        (None, "torch is not installed: torchlike-cuda13x was built against torch 2.14 — pip install 'torch==2.14.*'"),
+    ],
+)  # fmt: skip
+def test_the_variant_module_names_a_torch_other_than_the_one_it_was_built_against(
+    torch_project: Path, tmp_path: Path, installed: str | None, said: str
+) -> None:
+    (rendered,) = render_plan(make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"]), torch_project)
+    module = tmp_path / "torchlike_cuda_variant.py"
+    module.write_text(rendered.files["_cuda_variant.py"])
+    site = tmp_path / "site"
+    site.mkdir()
+    if installed:  # torch's metadata as pip writes it: what importlib.metadata reads
+        info = site / f"torch-{installed}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {installed}\n")
+    code = (
+        f"import runpy; print(runpy.run_path({str(module)!r}, run_name='torchlike._cuda_variant')['torch_mismatch']())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(site)!r}]; {code}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == said
+
+
+def test_torch_index_command_writes_a_folders_pages_or_says_why_not(
+    torch_project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = _wheel(_variant(torch_project), tmp_path, requires_torch=True)
+    command = ["--root", str(torch_project), "torch-index", "--matrix", str(torch_project / OFFLINE_MATRIX)]
+    assert main([*command, str(wheel.parent)]) == 0
+    assert (wheel.parent / INDEX_DIR / "torch2.14-cu130" / "torchlike-cuda13x" / "index.html").is_file()
+    assert main([*command, str(tmp_path / "absent")]) == 2
+    assert "no such folder" in capsys.readouterr().err

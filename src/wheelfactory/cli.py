@@ -157,6 +157,20 @@ def cmd_coinstall(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def cmd_torch_index(args: argparse.Namespace) -> int:
+    from .pytorch.index_pages import describe, write_torch_indexes
+    from .untrusted.shown import shown
+
+    if not args.folder.is_dir():
+        raise UserError(f"{shown(str(args.folder))}: no such folder — give the one holding the wheels (dist/)")
+    written = write_torch_indexes(args.folder, make_plan(_root(args), _matrix(args)).torch_of)
+    if written:
+        console.print(f"index pages of the wheels built against torch: {describe(args.folder, written)}", markup=False)
+    else:
+        console.print(f"{shown(str(args.folder))}: no wheel built against torch — no index pages", markup=False)
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import PlannedWheel, load_plan, verify
 
@@ -240,6 +254,11 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--plan", help="the JSON `plan` printed (default: plan anew from matrix.yaml)")
     check.add_argument("--matrix", help="another matrix file")
     check.set_defaults(run=cmd_verify)
+
+    index = sub.add_parser("torch-index", help="write the per-(torch, CUDA) index pages of a folder's wheels")
+    index.add_argument("folder", type=Path, help="the folder holding the wheels (dist/): the pages go under it")
+    index.add_argument("--matrix", help="another matrix file")
+    index.set_defaults(run=cmd_torch_index)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
     image.add_argument(

@@ -313,6 +313,12 @@ class Plan:
     matrix: Loaded[Matrix]
     variants: tuple[Variant, ...]
 
+    def torch_of(self, distribution: str) -> TorchRelease | None:
+        """The torch the variant of a distribution (`torchsort-cuda13x`) is built against; None for none."""
+        wanted = canonicalize_name(distribution)
+        found = (v.torch for v in self.variants if canonicalize_name(v.dist_name) == wanted)
+        return next(found, None)
+
     def build_jobs(self) -> list[BuildJob]:
         jobs = []
         for variant in self.variants:

@@ -1,44 +1,44 @@
 """Per-(torch, CUDA) package index pages for wheels built with torch.utils.cpp_extension.
 
 Such a wheel is tied to the torch release it was compiled against, and PyPI holds one wheel per name, version and
-tag, with no local versions (`+cu130torch2.11`). So beside the PyPI upload, each torch release × CUDA release the
-wheels in dist/ were built for gets a static PEP 503 index under dist/torch-index/torch<release>-cu<XY>/ — for
-GitHub Pages, or any static host that serves dist/ whole: its links lead to the wheels in dist/, three folders up.
+tag, with no local versions (`+cu130torch2.14`). So beside the PyPI upload, each torch release × CUDA release the
+wheels of a folder were built for gets a static PEP 503 index under <folder>/torch-index/torch<release>-cu<XY>/ —
+for GitHub Pages, or any static host that serves the folder whole: its links lead to the wheels, three folders up.
 Users add it with `--extra-index-url`, as they add PyTorch's own.
 
-The pages are written again, whole, from dist/report.json and the wheels in dist/ after each build: only a wheel that
-passed, whose file is in dist/, with a torch the report names. Nothing read is trusted: every name is checked
-before it becomes a path or a link, every text is escaped, and each link's sha256 is the file's own.
+The pages are written again, whole, from the wheels in the folder (dist/ after a build; the verified wheels of a
+release): which torch a wheel was built against is its variant's (the plan's), and the wheel must require exactly
+that release. Nothing read is trusted: names are parsed before they become paths or links, every text is escaped,
+and each link's sha256 is the file's own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
-import json
-import re
 import shutil
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..binaries.wheelfile import metadata
-from ..errors import BadBytes
-from ..report import REPORT_NAME
+from ..errors import BadBytes, UserError
+from ..inputs import TorchRelease
 from ..untrusted.shown import shown
 
 INDEX_DIR = "torch-index"
-_RELEASE = re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}$")
-# What one report may list: far more than any matrix builds.
-_MAX_ENTRIES = 10_000
+# The torch a distribution's variant is built against (Plan.torch_of), None for one built without torch.
+TorchOf = Callable[[str], TorchRelease | None]
 
 
-def index_name(release: str, cuda: str) -> str:
-    """torch2.11-cu130: the torch release and its CUDA release as PyTorch spells its own indexes (cu130)."""
-    return f"torch{release}-cu{cuda.replace('.', '')}"
+def index_name(torch: TorchRelease) -> str:
+    """torch2.14-cu130: the torch release and its CUDA release as PyTorch spells its own indexes (cu130)."""
+    return f"torch{torch.release}-cu{torch.cuda.replace('.', '')}"
 
 
 def _sha256(path: Path) -> str:
@@ -49,30 +49,42 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _indexed(dist: Path) -> dict[str, dict[str, list[Path]]]:
-    """index name -> project (canonical) -> its wheels in dist/, from the report's entries that qualify."""
-    try:
-        entries = json.loads((dist / REPORT_NAME).read_text(encoding="utf-8"))["wheels"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+def _requires(wheel: Path, torch: TorchRelease) -> bool:
+    """Whether the wheel's metadata requires exactly `torch`'s release, as the factory writes it."""
+    wanted = f"=={torch.release}.*"
+    for line in metadata(wheel).get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) == "torch" and str(requirement.specifier) == wanted:
+            return requirement.marker is None
+    return False
+
+
+def _indexed(folder: Path, torch_of: TorchOf) -> dict[str, dict[str, list[Path]]]:
+    """index name -> project -> its wheels in `folder`: those whose variant is built against torch."""
     found: dict[str, dict[str, list[Path]]] = defaultdict(lambda: defaultdict(list))
-    for entry in entries[:_MAX_ENTRIES] if isinstance(entries, list) else []:
-        torch = entry.get("torch") if isinstance(entry, dict) else None
-        if not isinstance(torch, dict) or entry.get("passed") is not True:
-            continue
-        wheel, release, cuda = entry.get("wheel"), torch.get("release"), torch.get("cuda")
-        if not all(isinstance(v, str) for v in (wheel, release, cuda)):
-            continue
-        assert isinstance(wheel, str) and isinstance(release, str) and isinstance(cuda, str)
-        if not (_RELEASE.match(release) and _RELEASE.match(cuda)) or "/" in wheel or "\\" in wheel:
+    for wheel in sorted(folder.glob("*.whl")):
+        if not wheel.is_file() or wheel.is_symlink():
             continue
         try:
-            project = canonicalize_name(parse_wheel_filename(wheel)[0])
+            project = canonicalize_name(parse_wheel_filename(wheel.name)[0])
         except InvalidWheelFilename:
             continue
-        path = dist / wheel
-        if path.is_file() and not path.is_symlink():
-            found[index_name(release, cuda)][project].append(path)
+        torch = torch_of(project)
+        if torch is None:
+            continue
+        try:
+            required = _requires(wheel, torch)
+        except BadBytes as exc:
+            raise UserError(f"{shown(wheel.name)}: {exc}") from None
+        if not required:
+            raise UserError(
+                f"{shown(wheel.name)} does not require torch=={torch.release}.*, the torch its variant is built "
+                "against — it was not built by this matrix: build it again"
+            )
+        found[index_name(torch)][str(project)].append(wheel)
     return found
 
 
@@ -85,23 +97,21 @@ def _page(title: str, links: list[str]) -> str:
 
 
 def _file_link(wheel: Path) -> str:
-    try:
-        requires = metadata(wheel).get("Requires-Python")
-    except BadBytes:
-        requires = None
+    requires = metadata(wheel).get("Requires-Python")
     attribute = f' data-requires-python="{html.escape(requires, quote=True)}"' if requires else ""
     href = f"../../../{quote(wheel.name)}#sha256={_sha256(wheel)}"
     return f'<a href="{html.escape(href, quote=True)}"{attribute}>{html.escape(wheel.name)}</a>'
 
 
-def write_torch_indexes(dist: Path) -> list[str]:
-    """Write dist/torch-index/ again from dist/ as it is now: the index names written (none: the folder removed)."""
-    indexes = _indexed(dist)
-    target = dist / INDEX_DIR
+def write_torch_indexes(folder: Path, torch_of: TorchOf) -> list[str]:
+    """Write <folder>/torch-index/ again from the wheels in `folder` (`torch_of`: the torch a distribution's variant
+    is built against, None for one not built against torch): the index names written; with none, the folder goes."""
+    indexes = _indexed(folder, torch_of)
+    target = folder / INDEX_DIR
     if not indexes:
         shutil.rmtree(target, ignore_errors=True)
         return []
-    with tempfile.TemporaryDirectory(dir=dist, prefix=f".{INDEX_DIR}-") as scratch:
+    with tempfile.TemporaryDirectory(dir=folder, prefix=f".{INDEX_DIR}-") as scratch:
         staged = Path(scratch) / INDEX_DIR
         for name, projects in sorted(indexes.items()):
             root = staged / name
@@ -110,12 +120,12 @@ def write_torch_indexes(dist: Path) -> list[str]:
             (root / "index.html").write_text(_page(f"wheels built against {name}", links), encoding="utf-8")
             for project, wheels in projects.items():
                 (root / project).mkdir()
-                page = _page(f"Links for {project}", [_file_link(w) for w in sorted(wheels)])
+                page = _page(f"Links for {project}", [_file_link(w) for w in wheels])
                 (root / project / "index.html").write_text(page, encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)
         staged.rename(target)
     return sorted(indexes)
 
 
-def describe(names: list[str]) -> str:
-    return ", ".join(f"{INDEX_DIR}/{shown(name)}/" for name in names)
+def describe(folder: Path, names: list[str]) -> str:
+    return ", ".join(f"{folder / INDEX_DIR / name}/" for name in names)
