@@ -1,10 +1,12 @@
 """Audit every binary of a wheel against the recipe's linking policy. Our gate, not auditwheel's tag.
 
 Each binary may need only: the platform's system libraries (manylinux policy / Windows system DLLs and the
-matching python3X.dll), libraries inside the wheel, and the libraries of the components the recipe allows that
-module. The driver only where the module policy names `driver` (on Windows a delay-loaded nvcuda.dll is lazy and
-fine). No CUDA library may be bundled. Linux: every RPATH entry relative, DT_RPATH rather than RUNPATH, reaching
-each needed component, and symbol versions within the platform tag. Windows: the DLL-path loader is in place.
+matching python3X.dll), libraries inside the wheel, the libraries of the components the recipe allows that
+module, and those of the distributions its policy names among provided_libraries (torch's libc10.so), never
+bundled, in a wheel that requires that distribution. The driver only where the module policy names `driver` (on
+Windows a delay-loaded nvcuda.dll is lazy and fine). No CUDA library may be bundled. Linux: every RPATH entry
+relative, DT_RPATH rather than RUNPATH, reaching each needed component (and provider), and symbol versions within
+the platform tag. Windows: the DLL-path loader is in place.
 The wheel must fit the recipe's size limit.
 
 A module's policy is the most specific of the recipe's `modules` patterns that matches it; a shared library's,

@@ -1,4 +1,5 @@
-"""Repair after auditwheel: point each binary's DT_RPATH at exactly the CUDA components it needs.
+"""Repair after auditwheel: point each binary's DT_RPATH at exactly the CUDA components it needs, and at the folders
+of the distributions whose provided_libraries it links (torch's torch/lib).
 
 auditwheel (run inside the build container, with every CUDA library excluded) leaves CUDA libraries to be
 found at run time. NVIDIA's wheels put them in site-packages/nvidia/...; each binary gets `$ORIGIN/<relative

@@ -24,6 +24,12 @@ allows: a module that opens CUDA lazily must import without it.
    pkg._cuda_variant` fails saying so — where tier 1 proves both silent with the wheel alone.
 3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
 
+A wheel built against torch (pytorch/install.py) has no tier 1: PyPI's torch does not import without NVIDIA's
+libraries. Its layouts hold NVIDIA's wheels at the versions torch pins (with the wheel's own other NVIDIA
+requirements at their floors or the newest), torch and its other requirements come from the requirements folder as
+pip resolved them, and its two-variants check runs with the first layout's venv. torch's own warnings do not fail
+a check.
+
 Each tier's checks run in one call into the machine (data/../smoke_probe.py), each check in a fresh interpreter.
 A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and reported,
 but does not keep the wheel out of dist/.
