@@ -31,14 +31,13 @@ from pathlib import Path, PurePosixPath
 import yaml
 from auditwheel.architecture import Architecture
 from auditwheel.policy import Libc, Policy, WheelPolicies
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .binaries.fatbin import DeviceCode
 from .binaries.pythonabi import python_abi_problems
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import Binary, members, metadata, read_member
+from .binaries.wheelfile import Binary, members, read_member, requires_dist
 from .built import BuiltWheel
 from .components import OS, component_table, platforms, toolkit_table
 from .inputs import DRIVER
@@ -405,19 +404,6 @@ def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: st
     return problems
 
 
-def _required(wheel: Path) -> set[str]:
-    """The distributions the wheel requires whichever extras are asked for (canonical names)."""
-    names = set()
-    for line in metadata(wheel).get_all("Requires-Dist") or []:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            continue  # check_wheel reports it
-        if requirement.marker is None or "extra" not in str(requirement.marker):
-            names.add(str(canonicalize_name(requirement.name)))
-    return names
-
-
 def audit_wheel(built: BuiltWheel) -> WheelAudit:
     """Check the wheel as pip and PyPI would (its own wheels are read back, not trusted), and every binary the
     repair read against the recipe's policy."""
@@ -430,7 +416,8 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     if name.os == "linux" and policy is None:
         problems.append(f"platform tag {name.platform_tag} is not a manylinux tag — the repair did not run")
     in_wheel = {PurePosixPath(m).name for m in members(built.path)}
-    checker = _Checker(variant, name.platform, in_wheel, _required(built.path))
+    required = {str(canonicalize_name(r.name)) for r in requires_dist(built.path, with_extras=False)}
+    checker = _Checker(variant, name.platform, in_wheel, required)
     binaries = [
         _unreadable(b)
         if b.unreadable

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -163,6 +164,20 @@ def metadata(wheel: Path) -> email.message.Message:
                 f"{shown(wheel.name)}: {len(found)} .dist-info/METADATA files at its top, where a wheel has one"
             )
         return email.parser.Parser().parsestr(_text(wheel, found[0], archives.read_member(archive, found[0])))
+
+
+def requires_dist(wheel: Path, *, with_extras: bool = True) -> list[Requirement]:
+    """The wheel's Requires-Dist, parsed; without `with_extras`, only what it requires whichever extras are asked
+    for. A line that is no requirement is left out (check_wheel reports it)."""
+    found = []
+    for line in metadata(wheel).get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if with_extras or requirement.marker is None or "extra" not in str(requirement.marker):
+            found.append(requirement)
+    return found
 
 
 def metadata_of(path: Path) -> email.message.Message:

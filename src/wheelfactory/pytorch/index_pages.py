@@ -14,7 +14,6 @@ and each link's sha256 is the file's own.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import shutil
 import tempfile
@@ -23,12 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from ..binaries.wheelfile import metadata
+from ..binaries.wheelfile import metadata, requires_dist
 from ..errors import BadBytes, UserError
 from ..inputs import TorchRelease
+from ..untrusted.archives import sha256
 from ..untrusted.shown import shown
 
 INDEX_DIR = "torch-index"
@@ -41,25 +40,13 @@ def index_name(torch: TorchRelease) -> str:
     return f"torch{torch.release}-cu{torch.cuda.replace('.', '')}"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _requires(wheel: Path, torch: TorchRelease) -> bool:
     """Whether the wheel's metadata requires exactly `torch`'s release, as the factory writes it."""
     wanted = f"=={torch.release}.*"
-    for line in metadata(wheel).get_all("Requires-Dist") or []:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(requirement.name) == "torch" and str(requirement.specifier) == wanted:
-            return requirement.marker is None
-    return False
+    return any(
+        canonicalize_name(r.name) == "torch" and str(r.specifier) == wanted and r.marker is None
+        for r in requires_dist(wheel)
+    )
 
 
 def _indexed(folder: Path, torch_of: TorchOf) -> dict[str, dict[str, list[Path]]]:
@@ -99,7 +86,7 @@ def _page(title: str, links: list[str]) -> str:
 def _file_link(wheel: Path) -> str:
     requires = metadata(wheel).get("Requires-Python")
     attribute = f' data-requires-python="{html.escape(requires, quote=True)}"' if requires else ""
-    href = f"../../../{quote(wheel.name)}#sha256={_sha256(wheel)}"
+    href = f"../../../{quote(wheel.name)}#sha256={sha256(wheel)}"
     return f'<a href="{html.escape(href, quote=True)}"{attribute}>{html.escape(wheel.name)}</a>'
 
 
