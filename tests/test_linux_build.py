@@ -85,7 +85,9 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
     assert toolkit["nvcc"]["source"] in ("pip", "redist", "debian") and toolkit["nvcc"]["from"]
     assert all(v.split(".")[0].isdigit() for v in toolkit["components"].values())
     assert toolkit["cuda_archs"] == list(built.variant.cuda_archs("linux-x86_64"))
+    # CMake hands nvcc the factory's own choice (CUDAHOSTCXX) as -ccbin: that is no host compiler of the build's.
     assert toolkit["host_compiler"] and "GCC" in toolkit["host_compiler"]
+    assert "the build's own" not in toolkit["host_compiler"]
 
 
 def test_without_as_needed_the_audit_rejects_the_overlinked_module(tmp_path: Path, build_image: str) -> None:

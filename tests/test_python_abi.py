@@ -5,6 +5,7 @@ stable ABI), and smoke-tested on two Pythons in every layout."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import zipfile
 from pathlib import Path
@@ -111,6 +112,9 @@ def test_a_library_opened_with_ctypes_is_one_py3_none_wheel_that_needs_cuda_at_i
                                                        for m in members)  # fmt: skip
     (library,) = [b for b in record.audit.binaries if b.member == "ctlib/libctlib.so"] if record.audit else [None]
     assert library is not None and library.rpath == ["$ORIGIN/../nvidia/cuda_runtime/lib"] and library.device_code
+    # CMake hands nvcc the factory's own host compiler (CUDAHOSTCXX) as -ccbin: the report names it as the factory's.
+    (entry,) = json.loads((ctlib.root / "dist" / "report.json").read_text())["wheels"]
+    assert "GCC" in entry["toolkit"]["host_compiler"] and "the build's own" not in entry["toolkit"]["host_compiler"]
     smoked = _smoked_on(ctlib)
     for python in PYTHONS:
         assert all(t.passed for t in smoked[python]), [t.label for t in smoked[python] if not t.passed]

@@ -10,31 +10,30 @@ real="$(dirname "$(readlink -f "$0")")/../libexec/nvcc"
 
 # PyTorch's cpp_extension (and other builds) pass `-ccbin $CC`, and $CC is the factory's compiler-cache wrapper:
 # nvcc would then run under sccache with sccache again as its host compiler, and past the host compiler the
-# factory chose for this release (NVCC_PREPEND_FLAGS names it). Such a -ccbin is dropped; any other is kept, and
-# said: it replaces the factory's host compiler, and the report names it.
+# factory chose for this release (NVCC_PREPEND_FLAGS names it). Such a -ccbin is dropped; the factory's own choice
+# (CMake hands on CUDAHOSTCXX) is kept quietly; any other is kept, and said: it replaces the factory's host
+# compiler, and the report names it.
 cached=/opt/wheelfactory/cached
+chosen=/opt/wheelfactory/nvcc-host
 held=""
 for argument in "$@"; do
     shift
+    option="" value=""
     if [ -n "$held" ]; then
+        option="$held" value="$argument" held=""
+    else
         case "$argument" in
-            "$cached"/*) echo "wheelfactory: nvcc: dropped $held $argument (the compiler cache's wrapper)" >&2 ;;
-            *)
-                echo "wheelfactory: nvcc: the build's own host compiler $argument (its $held)" >&2
-                set -- "$@" "$held" "$argument" ;;
+            -ccbin | --compiler-bindir) held="$argument"; continue ;;
+            -ccbin=* | --compiler-bindir=*) option="${argument%%=*}" value="${argument#*=}" ;;
+            *) set -- "$@" "$argument"; continue ;;
         esac
-        held=""
-        continue
     fi
-    case "$argument" in
-        -ccbin | --compiler-bindir) held="$argument" ;;
-        -ccbin="$cached"/* | --compiler-bindir="$cached"/*)
-            echo "wheelfactory: nvcc: dropped $argument (the compiler cache's wrapper)" >&2 ;;
-        -ccbin=* | --compiler-bindir=*)
-            echo "wheelfactory: nvcc: the build's own host compiler ${argument#*=} (its ${argument%%=*})" >&2
-            set -- "$@" "$argument" ;;
-        *) set -- "$@" "$argument" ;;
+    case "$value" in
+        "$cached"/*) echo "wheelfactory: nvcc: dropped $option $value (the compiler cache's wrapper)" >&2; continue ;;
+        "$chosen"/*) ;;
+        *) echo "wheelfactory: nvcc: the build's own host compiler $value (its $option)" >&2 ;;
     esac
+    set -- "$@" "$option" "$value"
 done
 [ -z "$held" ] || set -- "$@" "$held"
 if [ -n "${WHEELFACTORY_SCCACHE:-}" ] && [ -f "$WHEELFACTORY_SCCACHE" ] && [ -x "$WHEELFACTORY_SCCACHE" ]; then
