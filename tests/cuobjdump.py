@@ -29,10 +29,11 @@ def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tool
 
 
-def listed(cuobjdump: Path, binary: Path) -> list[tuple[str, str]]:
+def listed(cuobjdump: Path, binary: Path, *, every_fatbin: bool = False) -> list[tuple[str, str]]:
     """(kind, name) of each entry, as cuobjdump lists them: cubins by their architecture (an `f` cubin as the
-    plain one), PTX by the architecture it targets."""
-    done = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", binary], capture_output=True, text=True, check=True)
+    plain one), PTX by the architecture it targets; with every_fatbin, the relocatable objects' too."""
+    command = [cuobjdump, "--list-elf", "--list-ptx", *(["--all-fatbin"] if every_fatbin else []), binary]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
     found = []
     for line in done.stdout.splitlines():
         match = _LISTED.match(line.strip())

@@ -9,6 +9,7 @@ import json
 import shutil
 import struct
 import subprocess
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +17,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from wheelfactory.audit import audit_wheel
-from wheelfactory.binaries.elf import DEVICE_CODE_SECTION
-from wheelfactory.binaries.fatbin import CONTAINER_MAGIC
+from wheelfactory.binaries.elf import DEVICE_CODE_SECTION, RELOCATABLE_DEVICE_CODE_SECTION, device_code_sections
+from wheelfactory.binaries.fatbin import CONTAINER_MAGIC, read_fatbin_containers
 from wheelfactory.binaries.wheelfile import pack, read_binaries, read_device_code, unpack
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
@@ -101,6 +102,65 @@ def test_the_reader_agrees_with_cuobjdump_on_every_kind_of_entry(
     assert [e.ptx_isa for e in entries if e.kind == "ptx"] == ptx_versions(cuobjdump, library)
     # An uncompressed cubin names the toolkit that made it.
     assert {e.toolkit for e in entries if e.kind == "sass" and not e.compressed} <= {"13.0"}
+
+
+# Relocatable device code (nvcc -rdc, CMake's CUDA_SEPARABLE_COMPILATION, as cufinufft builds): a kernel in one
+# object calls a device function of another.
+RDC_SOURCES = {
+    "kernel.cu": "extern __device__ float twice(float v);\n"
+    "__global__ void scale(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n",
+    "twice.cu": "__device__ float twice(float v) { return 2.0f * v; }\n",
+}
+
+
+def relocatable_library(nvcc: str, folder: Path, ptx_in: tuple[str, ...], archs: tuple[int, ...] = (75,)) -> Path:
+    """A library linked from RDC objects, its device-linked code SASS for `archs` only; the objects named in
+    `ptx_in` carry PTX of the newest of them too (in __nv_relfatbin, where nothing but the driver's JIT link reads
+    it)."""
+    objects = []
+    for name, text in RDC_SOURCES.items():
+        (folder / name).write_text(text)
+        codes = [f"sm_{a}" for a in archs] + ([f"compute_{max(archs)}"] if name in ptx_in else [])
+        gencode = [f"-gencode=arch=compute_{min(archs)},code=[{','.join(codes)}]"]
+        objects.append(folder / name.replace(".cu", ".o"))
+        command = [nvcc, "-rdc=true", "-Xcompiler", "-fPIC", *gencode, "-c", folder / name, "-o", objects[-1]]
+        subprocess.run(command, check=True)
+    library = folder / "librdc.so"
+    linked = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    # nvcc device-links them (with its static runtime: without one it leaves them unlinked)
+    subprocess.run([nvcc, "-shared", "-rdc=true", *linked, *objects, "-o", library], check=True)
+    return library
+
+
+@pytest.mark.parametrize(
+    ("ptx_in", "jit_link"),
+    [(("kernel.cu", "twice.cu"), ["compute_75"]), (("kernel.cu",), []), ((), [])],
+    ids=["every-object", "one-object", "none"],
+)
+def test_relocatable_device_code_can_be_jit_linked_from_ptx_every_object_carries(
+    ptx_in: tuple[str, ...], jit_link: list[str], cuobjdump: Path, tmp_path: Path
+) -> None:
+    """The device-linked code has sm_75 SASS only; measured on an H200 (sm_90, driver 580) with such libraries:
+    with compute_75 PTX in every object the kernel ran, the driver JIT-linking it; without, "named symbol not
+    found". One object without PTX leaves nothing to link from."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.fail("needs nvcc 13 on PATH (the host's, from NVIDIA's pip wheels)")
+    library = relocatable_library(nvcc, tmp_path, ptx_in)
+    entries = read_device_code(library, "linux")
+    assert [(e.kind, e.name) for e in entries if not e.jit_link] == [("sass", "sm_75")]
+    assert [e.name for e in entries if e.jit_link] == jit_link
+    # Each object's entries, read container by container, are what cuobjdump lists of every fatbin section.
+    objects = read_fatbin_containers(device_code_sections(library, RELOCATABLE_DEVICE_CODE_SECTION)[0])
+    assert [[e.kind for e in entries] for entries in objects] == [
+        ["sass", "ptx"] if name in ptx_in else ["sass"] for name in RDC_SOURCES
+    ]
+    every = [e for e in entries if not e.jit_link] + [e for entries in objects for e in entries]
+    assert sorted(as_cuobjdump_names(tuple(every))) == sorted(listed(cuobjdump, library, every_fatbin=True))
+    if jit_link:
+        (ptx,) = [e for e in entries if e.jit_link]
+        assert ptx.stored_bytes == sum(e.stored_bytes for entries in objects for e in entries if e.kind == "ptx")
+        assert ptx.as_json()["jit_link"] is True
 
 
 def test_device_code_is_compressed_by_default_and_read_all_the_same(project: Path, tmp_path: Path) -> None:
@@ -236,16 +296,22 @@ def test_an_undeclared_library_with_device_code_is_held_to_the_variants_architec
     (tmp_path / "k.cu").write_text(KERNEL)
     archs = built13.variant.cuda_archs("linux-x86_64")
 
-    def audited(*gencode: str) -> list[str]:
-        tree = unpack(built13.wheel, tmp_path / f"tree{len(gencode)}")
+    def audited_with(built_library: Path) -> list[str]:
+        scratch = Path(tempfile.mkdtemp(dir=tmp_path))
+        tree = unpack(built13.wheel, scratch / "tree")
         data = next(tree.glob("*.dist-info")).name.replace(".dist-info", ".data")
         library = tree / data / "data" / "lib" / "libkernels.so"
         library.parent.mkdir(parents=True)
+        shutil.copy(built_library, library)
+        (scratch / "out").mkdir()
+        wheel = pack(tree, scratch / "out")
+        return audit_wheel(existing(wheel, built13.variant, build_image)).all_problems()
+
+    def audited(*gencode: str) -> list[str]:
+        library = Path(tempfile.mkdtemp(dir=tmp_path)) / "libkernels.so"
         command = [nvcc, "-shared", "-Xcompiler", "-fPIC", *gencode, "-o", str(library), str(tmp_path / "k.cu")]
         subprocess.run([*command, "-cudart", "none"], check=True)
-        (tmp_path / f"out{len(gencode)}").mkdir()
-        wheel = pack(tree, tmp_path / f"out{len(gencode)}")
-        return audit_wheel(existing(wheel, built13.variant, build_image)).all_problems()
+        return audited_with(library)
 
     sass, ptx = audited("-gencode=arch=compute_80,code=[sm_80,compute_80]")
     missing = ", ".join(f"sm_{a}" for a in archs if a != 80)
@@ -254,6 +320,14 @@ def test_an_undeclared_library_with_device_code_is_held_to_the_variants_architec
     assert ptx.startswith(f"{library}: has no PTX for compute_{max(archs)}"), ptx
     gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
     assert audited(*gencode, f"-gencode=arch=compute_{max(archs)},code=compute_{max(archs)}") == []
+    # Linked from relocatable device code, its PTX only in each object's fatbin, which the driver JIT-links: it
+    # passes too (the report marks that PTX jit_link); with PTX in one object of two, nothing can be linked.
+    for ptx_in, problems in ((tuple(RDC_SOURCES), 0), (("kernel.cu",), 1)):
+        folder = tmp_path / f"rdc{len(ptx_in)}"
+        folder.mkdir()
+        rdc = relocatable_library(nvcc, folder, ptx_in, archs)
+        found = audited_with(rdc)
+        assert len(found) == problems and all(f"has no PTX for compute_{max(archs)}" in p for p in found), found
 
 
 @pytest.mark.slow

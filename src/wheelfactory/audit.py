@@ -173,8 +173,9 @@ class _Checker:
         """Judge the binary's GPU code against the matrix's toolkit release: nothing newer than it (a driver of
         that release rejects newer PTX: "compiled with an unsupported toolchain"), nothing it cannot target; and
         against the variant's architectures, or those the recipe's device_code_archs narrow it to: SASS for each,
-        PTX for the newest, so that newer GPUs can JIT it. Every binary that carries device code is held to that,
-        named in device_code or not (a library nvcc built, shipped as a data file, runs on the same GPUs)."""
+        PTX for the newest, so that newer GPUs can JIT it (in a library linked from relocatable device code, PTX
+        that every object carries does: the driver JIT-links it). Every binary that carries device code is held to
+        that, named in device_code or not (a library nvcc built, shipped as a data file, runs on the same GPUs)."""
         release = self.variant.cuda.toolkit
         known = toolkit_table().releases[release]
         audit.gpu_code = [entry.as_json() for entry in entries]

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from . import host
 from .audit import WheelAudit
+from .binaries.fatbin import DeviceCode
 from .built import BuiltWheel
 from .components import install_layouts
 from .gpus import CodeSummary, minimum_driver, products_covered
@@ -128,6 +129,12 @@ def torch_json(built: BuiltWheel) -> dict[str, object] | None:
     }
 
 
+def _ptx_named(entry: DeviceCode) -> str:
+    """compute_90 (ISA 8.4), and where it is relocatable device code's, that the driver JIT-links it."""
+    linked = ", JIT-linked from each object" if entry.jit_link else ""
+    return f"{entry.name} (ISA {entry.as_json()['ptx_isa']}{linked})"
+
+
 def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
     """What GPU code the wheel carries, over all its binaries: the SASS architectures (GPUs that run it natively)
     and the PTX ones with their ISA versions (what newer GPUs JIT), each sorted by architecture; the GPUs that
@@ -139,7 +146,7 @@ def gpu_code_json(built: BuiltWheel) -> dict[str, object]:
     floor = minimum_driver(built.variant.major, isas, built.name.os, summary.zstd)
     return {
         "sass": list(dict.fromkeys(e.name for e in ordered if e.kind == "sass")),
-        "ptx": list(dict.fromkeys(f"{e.name} (ISA {e.as_json()['ptx_isa']})" for e in ordered if e.kind == "ptx")),
+        "ptx": list(dict.fromkeys(_ptx_named(e) for e in ordered if e.kind == "ptx")),
         "ptx_isa": "{}.{}".format(*summary.newest_isa) if summary.newest_isa else None,
         "runs_on": summary.runs_on,
         # Every entry's bytes as stored, and how they are stored (device code is compressed unless the recipe

@@ -26,6 +26,9 @@ from ..untrusted.shown import shown
 ELF_MAGIC = b"\x7fELF"
 # Where nvcc puts a module's device code (SASS and PTX): a binary without it carries no kernel of its own.
 DEVICE_CODE_SECTION = ".nv_fatbin"
+# Each object's own fatbin in a library linked from relocatable device code (nvcc -rdc, CMake's
+# CUDA_SEPARABLE_COMPILATION): what the driver JIT-links from where .nv_fatbin's device-linked code has no SASS
+RELOCATABLE_DEVICE_CODE_SECTION = "__nv_relfatbin"
 # The sections where a library keeps the names it opens with dlopen (string constants), and its DT_NEEDED.
 NAME_SECTIONS = (".rodata", ".lrodata", ".dynstr")  # .lrodata: large read-only data (x86-64 medium model)
 # e_machine as the wheel's platform tag spells the machine; pyelftools knows every machine's name.
@@ -297,10 +300,11 @@ def _version_needs(elf: _Elf, section: _Section) -> dict[str, frozenset[str]]:
     return found
 
 
-def device_code_sections(path: Path) -> list[bytes]:
-    """The bytes of the device-code section, where there is one (inflated where compressed, within bounds)."""
+def device_code_sections(path: Path, name: str = DEVICE_CODE_SECTION) -> list[bytes]:
+    """The bytes of the device-code section `name`, where there is one (inflated where compressed, within
+    bounds)."""
     with _opened(path) as elf:
-        section = elf.section(DEVICE_CODE_SECTION)
+        section = elf.section(name)
         return [elf.bytes_of(section)] if section is not None and section.type != SHT_NOBITS else []
 
 

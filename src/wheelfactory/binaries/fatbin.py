@@ -1,7 +1,8 @@
-"""The GPU code in nvcc's fatbin section (`.nv_fatbin` in ELF, `.nv_fatb` in PE), read without a GPU or NVIDIA's
-tools: for each entry its kind (SASS, a cubin; or PTX), its architecture with the `a` (architecture-specific)
-or `f` (family) suffix of CUDA 12.9+, the PTX ISA version of a PTX entry, and, where a cubin is stored
-uncompressed, the toolkit release that made it (its `.note.nv.tkinfo`).
+"""The GPU code in nvcc's fatbin sections (`.nv_fatbin` in ELF, `.nv_fatb` in PE; and in an ELF linked from
+relocatable device code, `__nv_relfatbin`, each object's own), read without a GPU or NVIDIA's tools: for each
+entry its kind (SASS, a cubin; or PTX), its architecture with the `a` (architecture-specific) or `f` (family)
+suffix of CUDA 12.9+, the PTX ISA version of a PTX entry, and, where a cubin is stored uncompressed, the toolkit
+release that made it (its `.note.nv.tkinfo`).
 
 The section holds one or more fatbin containers, each a 16-byte header (magic 0xBA55ED50, version, header size,
 size of what follows) and entries, each a header of its own then the payload. An entry's header says its kind
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..errors import BadBytes
@@ -47,6 +49,9 @@ class DeviceCode:
     compression: Literal["", "lz", "zstd"]  # how the payload is stored: plain, NVIDIA's LZ scheme, or zstd
     toolkit: str | None  # a cubin's maker, "12.4", where it is stored uncompressed
     stored_bytes: int = 0  # the entry as stored, header and payload
+    # PTX of relocatable device code (nvcc -rdc), which the driver JIT-links for a GPU the linked code has no SASS
+    # for: see jit_linkable_ptx
+    jit_link: bool = False
 
     @property
     def name(self) -> str:
@@ -64,14 +69,22 @@ class DeviceCode:
             shown["ptx_isa"] = "{}.{}".format(*self.ptx_isa)
         if self.toolkit:
             shown["toolkit"] = self.toolkit
+        if self.jit_link:
+            shown["jit_link"] = True
         return shown
 
 
 def read_fatbin(section: bytes) -> list[DeviceCode]:
-    """Every entry of every container in a fatbin section, in order. Every header's sizes are checked against the
-    section before they are followed, and each step moves forward (a container header or an entry header shorter
-    than its fields is refused), so the walk ends within len(section) / 8 steps whatever the bytes say."""
-    found: list[DeviceCode] = []
+    """Every entry of every container in a fatbin section, in order."""
+    return [entry for container in read_fatbin_containers(section) for entry in container]
+
+
+def read_fatbin_containers(section: bytes) -> list[tuple[DeviceCode, ...]]:
+    """The entries of each container in a fatbin section, in order (in `__nv_relfatbin`, a container per object
+    file). Every header's sizes are checked against the section before they are followed, and each step moves
+    forward (a container header or an entry header shorter than its fields is refused), so the walk ends within
+    len(section) / 8 steps whatever the bytes say."""
+    found: list[tuple[DeviceCode, ...]] = []
     offset = 0
     while offset + _CONTAINER.size <= len(section):
         magic, _, header_size, size = _CONTAINER.unpack_from(section, offset)
@@ -85,11 +98,30 @@ def read_fatbin(section: bytes) -> list[DeviceCode]:
         entry, end = offset + header_size, offset + header_size + size
         if end > len(section):
             raise FatbinError(f"the container at {offset:#x} runs past the section's end")
+        container = []
         while entry < end:
             code, entry = _entry(section, entry, end)
-            found.append(code)
+            container.append(code)
+        found.append(tuple(container))
         offset = end
     return found
+
+
+def jit_linkable_ptx(objects: Sequence[Sequence[DeviceCode]]) -> tuple[DeviceCode, ...]:
+    """The PTX from which the driver can JIT-link relocatable device code (nvcc -rdc; the objects' fatbins in
+    `__nv_relfatbin`) for a GPU the device-linked code has no SASS for: it compiles each object's PTX and links the
+    results, so only an architecture whose PTX every object carries will do. One entry per such architecture,
+    marked jit_link: the newest ISA among the objects' (the driver must read each), the bytes of them all."""
+    if not objects:
+        return ()
+    ptx_of = [{(e.arch, e.suffix): e for e in entries if e.kind == "ptx"} for entries in objects if entries]
+    common = set.intersection(*(set(found) for found in ptx_of)) if ptx_of else set()
+    linkable = []
+    for key in sorted(common):
+        each = [found[key] for found in ptx_of]
+        newest = max(each, key=lambda e: e.ptx_isa or (0, 0))
+        linkable.append(replace(newest, stored_bytes=sum(e.stored_bytes for e in each), jit_link=True))
+    return tuple(linkable)
 
 
 def _entry(section: bytes, at: int, end: int) -> tuple[DeviceCode, int]:

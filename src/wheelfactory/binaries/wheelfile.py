@@ -25,7 +25,7 @@ from ..untrusted import archives
 from ..untrusted.shown import shown
 from . import elf, pe
 from .elf import is_elf, read_elf
-from .fatbin import DeviceCode, FatbinError, read_fatbin
+from .fatbin import DeviceCode, FatbinError, jit_linkable_ptx, read_fatbin, read_fatbin_containers
 from .pe import read_pe
 
 # The platform tags a wheel of a matrix platform may carry: manylinux (PEP 600 and its legacy aliases) for Linux,
@@ -210,7 +210,7 @@ class Binary:
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)  # ELF: library -> symbol versions
     device_code: bool = False  # carries nvcc's device code (a fatbin section)
     python_inits: tuple[str, ...] = ()  # the PyInit_* functions it exports
-    fatbin: tuple[DeviceCode, ...] = ()  # what that device code holds
+    fatbin: tuple[DeviceCode, ...] = ()  # what that device code holds (with the PTX it can JIT-link from)
     machine: str = ""  # what its header says it runs on, spelled as WheelName.arch
     unreadable: str = ""  # why the file could not be read within the readers' bounds (then nothing else is known)
 
@@ -281,11 +281,15 @@ def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
 
 
 def read_device_code(path: Path, os_name: OS) -> tuple[DeviceCode, ...]:
-    """Every entry of the binary's fatbin section(s): read for a wheel's binaries only (NVIDIA's libraries carry
-    hundreds of megabytes of it, which nothing here needs)."""
+    """Every entry of the binary's fatbin section(s), then the PTX its relocatable device code can be JIT-linked
+    from (ELF only: where a PE image keeps relocatable device code is not known here). Read for a wheel's binaries
+    only (NVIDIA's libraries carry hundreds of megabytes of it, which nothing here needs)."""
     sections = elf.device_code_sections(path) if os_name == "linux" else pe.device_code_sections(path)
+    relocatable = elf.device_code_sections(path, elf.RELOCATABLE_DEVICE_CODE_SECTION) if os_name == "linux" else []
     try:
-        return tuple(entry for section in sections for entry in read_fatbin(section))
+        linked = [entry for section in sections for entry in read_fatbin(section)]
+        objects = [entries for section in relocatable for entries in read_fatbin_containers(section)]
+        return (*linked, *jit_linkable_ptx(objects))
     except FatbinError as exc:
         raise BadBytes(f"its device code cannot be read — {exc}") from None
 
