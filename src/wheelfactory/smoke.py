@@ -269,10 +269,12 @@ class ContainerMachine:
         return "/smoke/bare/bin/python", self.layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
-        # The base interpreter's pip, run by the venv's own Python (as `pip --python` does after starting once
-        # more): it installs into that venv as a pip of its own would, at half the start-up cost.
+        # The base interpreter's pip, run by the venv's own Python through pip's own runner (as `pip --python` does
+        # after starting once more): it installs into that venv as a pip of its own would, at half the start-up
+        # cost. The runner lets the venv import pip alone from the base site-packages; run as a folder, pip would
+        # put that whole site on sys.path and take what the base interpreter has (packaging, say) as installed.
         # No byte-compiling: each check's interpreter compiles what it imports, as a fresh install's first use does.
-        pip = [python, f"{self.base_site}/pip", "install", "--quiet", "--disable-pip-version-check"]
+        pip = [python, f"{self.base_site}/pip/__pip-runner__.py", "install", "--quiet", "--disable-pip-version-check"]
         return self._exec([*pip, "--no-index", "--no-compile", *args])
 
     def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,8 @@
 import ctypes
 import os
 
+from packaging.version import Version
+
 _library = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "libctlib.so"))
 
 
@@ -14,6 +16,12 @@ def fetched() -> str:
 
 def runtime_version() -> int:
     return int(_library.ctlib_runtime_version())
+
+
+def runtime_release() -> Version:
+    """The CUDA runtime's release, 12.4 for 12040."""
+    version = runtime_version()
+    return Version(f"{version // 1000}.{version % 1000 // 10}")
 
 
 def scale(values: list[float], factor: float) -> list[float]:
