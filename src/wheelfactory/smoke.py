@@ -528,7 +528,12 @@ def variant_module_alone(built: BuiltWheel, pythonpath: str | None = None) -> tu
 
 def cuda_missing_at_import(built: BuiltWheel) -> tuple[str, dict[str, object]]:
     """A package that opens CUDA when imported (smoke.cuda_at_import), on a machine without CUDA: the import fails
-    cleanly — ImportError, or OSError from ctypes — naming one of the CUDA libraries its binaries link."""
+    cleanly — ImportError, or OSError from ctypes — naming one of the CUDA libraries its binaries link, or saying
+    what the recipe says it says where it names none (smoke.cuda_import_error)."""
+    said = built.variant.recipe.smoke.cuda_import_error
+    if said:
+        return _expect(f"import {built.variant.recipe.import_name}", "ImportError|OSError", f" saying {said!r}",
+                       hint=[said])  # fmt: skip
     name = built.name
     linked = sorted(
         {

@@ -134,6 +134,9 @@ class Smoke(Strict):
     # The package opens a CUDA library when it is imported (a library loaded with ctypes at import, as cufinufft
     # does): tier 1 then expects `import pkg` to fail cleanly, naming the missing library, and tier 2 imports it.
     cuda_at_import: bool = False
+    # Where that import's error names no library (cufinufft's loader drops ctypes' OSError and raises "Could not
+    # find cufinufft library in system path"): the text it does carry, which tier 1 then expects instead.
+    cuda_import_error: str = ""
 
 
 class GpuCheck(Strict):
@@ -286,6 +289,7 @@ def check_recipe(
         ({"shared_libraries", "components", "optional"}, lambda: _check_shared_libraries(recipe, src)),
         ({"modules", "shared_libraries", "device_code", "device_code_archs"}, lambda: _check_globs(recipe, src)),
         ({"smoke", "optional"}, lambda: _check_optional_statements(recipe, src)),
+        ({"smoke"}, lambda: _check_cuda_import_error(recipe, src)),
         ({"cuda", "platforms", "dependencies", "environment"}, lambda: _check_per_major(recipe, src, wanted, windows)),
     ]
     if windows:
@@ -725,6 +729,20 @@ def _check_globs(recipe: Recipe, src: SourceMap) -> list[Problem]:
             )
             problems.append(src.problem(at, message, key=key))
     return problems
+
+
+def _check_cuda_import_error(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """The text an import without CUDA fails with is one printable line, and only for a CUDA-eager import."""
+    text = recipe.smoke.cuda_import_error
+    if not text:
+        return []
+    if not recipe.smoke.cuda_at_import:
+        message = "only a package that opens CUDA when imported fails its import without it — set cuda_at_import"
+        return [src.problem(("smoke", "cuda_import_error"), message)]
+    if not text.strip() or any(not c.isprintable() for c in text):
+        message = "the text its ImportError carries, one line of printable text — copy it from the error"
+        return [src.problem(("smoke", "cuda_import_error"), message)]
+    return []
 
 
 def _check_optional_statements(recipe: Recipe, src: SourceMap) -> list[Problem]:
