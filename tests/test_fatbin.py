@@ -120,8 +120,8 @@ def relocatable_library(nvcc: str, folder: Path, ptx_in: tuple[str, ...], archs:
     objects = []
     for name, text in RDC_SOURCES.items():
         (folder / name).write_text(text)
-        codes = [f"sm_{a}" for a in archs] + ([f"compute_{max(archs)}"] if name in ptx_in else [])
-        gencode = [f"-gencode=arch=compute_{min(archs)},code=[{','.join(codes)}]"]
+        gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+        gencode += [f"-gencode=arch=compute_{max(archs)},code=compute_{max(archs)}"] if name in ptx_in else []
         objects.append(folder / name.replace(".cu", ".o"))
         command = [nvcc, "-rdc=true", "-Xcompiler", "-fPIC", *gencode, "-c", folder / name, "-o", objects[-1]]
         subprocess.run(command, check=True)
@@ -152,8 +152,8 @@ def test_relocatable_device_code_can_be_jit_linked_from_ptx_every_object_carries
     assert [e.name for e in entries if e.jit_link] == jit_link
     # Each object's entries, read container by container, are what cuobjdump lists of every fatbin section.
     objects = read_fatbin_containers(device_code_sections(library, RELOCATABLE_DEVICE_CODE_SECTION)[0])
-    assert [[e.kind for e in entries] for entries in objects] == [
-        ["sass", "ptx"] if name in ptx_in else ["sass"] for name in RDC_SOURCES
+    assert [sorted(e.kind for e in entries) for entries in objects] == [
+        ["ptx", "sass"] if name in ptx_in else ["sass"] for name in RDC_SOURCES
     ]
     every = [e for e in entries if not e.jit_link] + [e for entries in objects for e in entries]
     assert sorted(as_cuobjdump_names(tuple(every))) == sorted(listed(cuobjdump, library, every_fatbin=True))
