@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
 from wheelfactory.plan import make_plan
 
-from .conftest import REPO, add_source
+from .conftest import REPO, SOURCES, add_source
 
 
 def _expansion(matrix: dict, platforms: list[str] | None = None) -> int:  # type: ignore[type-arg]
@@ -143,6 +144,21 @@ def test_a_wheel_for_every_python_is_one_job_per_major_and_platform(
         assert job["setup_python"].split("\n") == ["3.10", served[job["cuda"]][-1], "3.12"]
     builds = [job for job in _plan(project, capsys, "build") if job["recipe"] == source]
     assert sorted(job["pythons"] for job in builds) == sorted(["3.10", served[c][-1]] for c, _ in expected)
+
+
+def test_a_real_library_opened_with_ctypes_is_one_job_per_major_it_supports(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cufinufft's recipe (its PyPI sdist; tests/test_cufinufft_build.py builds it): CUDA 12 on Linux x86_64, its
+    platforms, where the plan has a CUDA 12 with that platform — one py3-none wheel, whatever the matrix's
+    Pythons."""
+    (project / "recipes/cufinufft").mkdir()
+    shutil.copy(SOURCES / "cufinufft.recipe.yaml", project / "recipes/cufinufft/recipe.yaml")
+    jobs = [job for job in _plan(project, capsys) if job["recipe"] == "cufinufft"]
+    assert [(job["cuda"], job["platform"]) for job in jobs] == [(12, "linux-x86_64")]
+    assert all("-py3-none-" in job["wheel_glob"] and job["python"] == "3.10" for job in jobs), jobs
+    builds = [job for job in _plan(project, capsys, "build") if job["recipe"] == "cufinufft"]
+    assert len(builds) == 1
 
 
 def _platform_args(platform: str) -> list[str]:
