@@ -81,9 +81,10 @@ def test_a_second_build_takes_the_host_code_and_the_sass_from_the_cache(torchsor
 @pytest.mark.xfail(
     strict=True,
     reason="measured 2026-11-26: the nvcc steps before ptxas (the CUDA host compile and cicc's PTX) miss in every "
-    "fresh build container for torchsort, though what they write is the same (ptxas then hits). Not torch's: a "
-    "rebuild of cufinufft (CMake, CUDA 12.4, no torch) missed nvcc's front end (cudafe++) for 1 of its 15 sources "
-    "and cicc for that source's 6 architectures, the other 14 hitting throughout — cause not found",
+    "fresh build container for torchsort, though what they write is the same (ptxas then hits) — cause not found. "
+    "nvcc's caching as such holds: a rebuild of cufinufft (CMake, CUDA 12.4, no torch) in a fresh container hit "
+    "every step of its 15 CUDA sources (its only nvcc miss is CMake's compiler probe, in a scratch folder of a "
+    "random name)",
 )
 def test_a_second_build_compiles_nothing_again(torchsort_builds: tuple[Built, Built]) -> None:
     second = _compiler_cache(torchsort_builds[1])
