@@ -112,8 +112,6 @@ def jit_linkable_ptx(objects: Sequence[Sequence[DeviceCode]]) -> tuple[DeviceCod
     `__nv_relfatbin`) for a GPU the device-linked code has no SASS for: it compiles each object's PTX and links the
     results, so only an architecture whose PTX every object carries will do. One entry per such architecture,
     marked jit_link: the newest ISA among the objects' (the driver must read each), the bytes of them all."""
-    if not objects:
-        return ()
     ptx_of = [{(e.arch, e.suffix): e for e in entries if e.kind == "ptx"} for entries in objects if entries]
     common = set.intersection(*(set(found) for found in ptx_of)) if ptx_of else set()
     linkable = []
