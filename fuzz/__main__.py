@@ -7,6 +7,7 @@ for ever after, and the run exits 1."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -35,7 +36,11 @@ def fuzz_one(reader: str, seconds: int, workdir: Path) -> bool:
         f"-max_total_time={seconds}", f"-timeout={PER_INPUT_S}", f"-artifact_prefix={findings}/",
         "-print_final_stats=1", "-close_fd_mask=1",
     ]  # fmt: skip
-    ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, errors="replace", timeout=seconds + 300)
+    scratch = {"WHEELFACTORY_FUZZ_SCRATCH": str(workdir / "scratch" / reader)}  # fuzz/targets.py says why
+    ran = subprocess.run(
+        command, cwd=ROOT, env={**os.environ, **scratch}, capture_output=True, text=True, errors="replace",
+        timeout=seconds + 300,
+    )  # fmt: skip
     stats = {key: int(value) for key, value in _STAT.findall(ran.stderr)}
     done = _COVERAGE.findall(ran.stderr)
     coverage = f"coverage {done[-1][0]} edges, {done[-1][1]} features, corpus {done[-1][2]} inputs" if done else ""

@@ -5,7 +5,9 @@ raises is a finding, and so is an input that takes over a second or 256 MiB (lib
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -18,7 +20,15 @@ from wheelfactory.errors import BadBytes, ToolFailure
 from wheelfactory.sources import parse_project_page
 from wheelfactory.untrusted import archives
 
-SCRATCH = Path(tempfile.mkdtemp(prefix="wheelfactory-fuzz-"))
+# A fuzzing process gets its scratch folder from the driver, in the driver's work folder: libFuzzer ends it with C's
+# exit(), past Python's clean-up, so a folder of its own would stay in /tmp. Elsewhere (the tests' replay of the
+# kept cases) it is a temporary one, removed at exit.
+_GIVEN = os.environ.get("WHEELFACTORY_FUZZ_SCRATCH")
+SCRATCH = Path(_GIVEN) if _GIVEN else Path(tempfile.mkdtemp(prefix="wheelfactory-fuzz-"))
+if _GIVEN:
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+else:
+    atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 WHEEL_NAME = "pkg_cuda12x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
 
 
