@@ -59,7 +59,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from . import host
-from .binaries.wheelfile import WheelName, cpython_tag, metadata, metadata_of, pack, unpack, with_extras
+from .binaries.wheelfile import WheelName, cpython_tag, metadata, metadata_of, pack, requires_dist, unpack, with_extras
 from .built import BuiltWheel
 from .components import NO_WHEEL, component_table, toolkit_table
 from .errors import ToolFailure, UserError
@@ -489,15 +489,12 @@ def cuda_library_names() -> list[str]:
 def requirements(wheel: Path, but_torch: bool = False) -> list[str]:
     """The wheel's own Requires-Dist (no extra's) that are not NVIDIA's wheels: what it needs besides CUDA; with
     `but_torch`, torch left out too (a wheel built against it gets torch's as pip resolved them: TorchInstall)."""
-    lines = []
-    for line in metadata(wheel).get_all("Requires-Dist") or []:
-        requirement = Requirement(line)
-        if requirement.name.startswith("nvidia-") or (requirement.marker and "extra" in str(requirement.marker)):
-            continue
-        if but_torch and canonicalize_name(requirement.name) == "torch":
-            continue
-        lines.append(line)
-    return lines
+    return [
+        str(requirement)
+        for requirement in requires_dist(wheel, with_extras=False)
+        if not requirement.name.startswith("nvidia-")
+        and not (but_torch and canonicalize_name(requirement.name) == "torch")
+    ]
 
 
 def tier1(machine: Machine, python: str, built: BuiltWheel, installed: list[Check] | None = None) -> TierResult:
@@ -531,24 +528,17 @@ def cuda_missing_at_import(built: BuiltWheel) -> tuple[str, dict[str, object]]:
     cleanly — ImportError, or OSError from ctypes — naming one of the CUDA libraries its binaries link, or saying
     what the recipe says it says where it names none (smoke.cuda_import_error)."""
     said = built.variant.recipe.smoke.cuda_import_error
-    if said:
-        return _expect(f"import {built.variant.recipe.import_name}", "ImportError|OSError", f" saying {said!r}",
-                       hint=[said])  # fmt: skip
-    name = built.name
     linked = sorted(
         {
             library
             for binary in built.binaries.values()
             for library in binary.needed
-            if needed_components((library,), built.variant.major, name.os, built.variant.declared)
+            if needed_components((library,), built.variant.major, built.name.os, built.variant.declared)
         }
     )
-    return _expect(
-        f"import {built.variant.recipe.import_name}",
-        "ImportError|OSError",
-        why=f" naming {' or '.join(linked)}" if linked else "",
-        hint=linked or None,
-    )
+    hint = [said] if said else linked
+    why = f" saying {said!r}" if said else f" naming {' or '.join(linked)}" if linked else ""
+    return _expect(f"import {built.variant.recipe.import_name}", "ImportError|OSError", why=why, hint=hint or None)
 
 
 def neighbour_name(variant: Variant) -> str:
