@@ -19,8 +19,9 @@ from packaging.version import Version
 from trove_classifiers import classifiers as known_classifiers
 
 from wheelfactory.cli import main
+from wheelfactory.declared import dependencies, extras
 from wheelfactory.plan import make_plan
-from wheelfactory.render import dependencies, environment, extras, setup_py_fields, template_context
+from wheelfactory.render import environment, setup_py_fields, template_context
 from wheelfactory.sources import source_tree
 
 from .conftest import REPO, SOURCES, add_multipkg

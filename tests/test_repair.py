@@ -1,6 +1,6 @@
 """RPATH entries are computed from where each binary will be installed."""
 
-from wheelfactory.repair import origin_entry
+from wheelfactory.declared import origin_entry
 
 
 def test_rpath_is_relative_to_where_a_binary_is_installed() -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from wheelfactory.build import inject_loader
-from wheelfactory.render import VARIANT_MODULE
+from wheelfactory.declared import VARIANT_MODULE
 
 INIT = '''"""A package whose setup.py reads its version by running this file, as pycuda's does."""
 from __future__ import annotations

@@ -21,11 +21,12 @@ from wheelfactory.audit import audit_wheel
 from wheelfactory.binaries.wheelfile import WheelName, pack
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
+from wheelfactory.declared import excluded_libraries
 from wheelfactory.errors import InputError, ToolFailure, UserError
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.pytorch.index_pages import INDEX_DIR, write_torch_indexes
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
-from wheelfactory.render import excluded_libraries, render_plan
+from wheelfactory.render import render_plan
 from wheelfactory.repair import repair
 from wheelfactory.smoke import compatible_platforms
 from wheelfactory.toolkit.buildenv import linux_environment

@@ -28,8 +28,9 @@ from wheelfactory.build import inject_loader
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
 from wheelfactory.components import component_table, toolkit_table
+from wheelfactory.declared import VARIANT_MODULE, excluded_libraries
 from wheelfactory.plan import Cell, Variant, make_plan
-from wheelfactory.render import VARIANT_MODULE, excluded_libraries, render_plan
+from wheelfactory.render import render_plan
 from wheelfactory.repair import read_binaries_of
 from wheelfactory.toolkit.provision import Toolkit, provision
 

@@ -40,10 +40,9 @@ from .binaries.wheelcheck import check_wheel
 from .binaries.wheelfile import Binary, members, read_member, requires_dist
 from .built import BuiltWheel
 from .components import OS, component_table, platforms, toolkit_table
+from .declared import VARIANT_MODULE, declared_problems, needed_components, origin_entry, rpath_dirs
 from .inputs import DRIVER
 from .plan import Variant
-from .render import VARIANT_MODULE
-from .repair import needed_components, origin_entry, rpath_dirs
 from .untrusted.shown import shown
 
 MIB = 1024 * 1024
@@ -371,37 +370,6 @@ def _loader_problems(wheel: Path, variant: Variant) -> list[str]:
             )
         elif "_cuda_variant" not in init:
             problems.append(f"{folder}/__init__.py does not import {VARIANT_MODULE} before its extensions")
-    return problems
-
-
-def _is_pattern(name: str) -> bool:
-    return any(c in name for c in "*?[")
-
-
-def declared_problems(variant: Variant, present: set[str], os_name: OS, arch: str, libraries: set[str]) -> list[str]:
-    """Each module the recipe names is in the wheel, each pattern matches one, and each device_code pattern a
-    module or a shared library (`libraries`: their file names): a build that quietly left a part out (no nvcc
-    found, a CPU-only fallback) does not pass. Not where the module's components have no wheel for this OS and
-    machine (the recipe makes them optional there)."""
-    table = component_table()
-    problems = []
-    for name, allowed in variant.recipe.modules.items():
-        unavailable = [
-            c
-            for c in allowed
-            if c != DRIVER and ((e := table.get(c, variant.major)) is None or e.layout(os_name, arch) is None)
-        ]
-        if unavailable:
-            continue
-        if not _is_pattern(name) and name not in present:
-            problems.append(f"declared module {name} is missing from the wheel — the build left it out")
-        elif _is_pattern(name) and not any(fnmatch.fnmatchcase(m, name) for m in present):
-            problems.append(f"no extension module matches the recipe's {name!r} — the build left them out")
-    for pattern in variant.recipe.device_code:
-        if not any(fnmatch.fnmatchcase(m, pattern) for m in present | libraries):
-            problems.append(
-                f"no extension module or shared library matches device_code {pattern!r} — the build left it out"
-            )
     return problems
 
 

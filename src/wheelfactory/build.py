@@ -20,15 +20,15 @@ from importlib.resources import files
 from pathlib import Path
 
 from . import host
-from .audit import declared_problems
 from .binaries.wheelfile import WheelName
 from .built import BuildRun, BuiltWheel
 from .components import platforms, toolkit_table
+from .declared import VARIANT_MODULE, declared_problems
 from .errors import ToolFailure, UserError
 from .fetches import download_attempts, fetch_declarations
 from .plan import Cell, Variant
 from .progress import step
-from .render import PREPARE_SCRIPT, STATS_SCRIPT, VARIANT_MODULE, RenderedVariant
+from .render import PREPARE_SCRIPT, STATS_SCRIPT, RenderedVariant
 from .sources import extra_source_tree, package_dir, source_date_epoch, source_tree
 from .toolkit import msvc
 from .toolkit.buildenv import EXTRA_SOURCES_DIR

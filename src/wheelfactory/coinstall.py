@@ -33,11 +33,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import host
-from .binaries.wheelfile import WheelName, extras, with_extras
+from .binaries.wheelfile import WheelName, compatible_platforms, extras, with_extras
 from .errors import ToolFailure
 from .inputs.matrix import PYPI
 from .progress import step
-from .smoke import compatible_platforms
 from .untrusted.shown import one_line, shown
 
 # How long pip may take to resolve one set of requirements, and the index server to answer once started.

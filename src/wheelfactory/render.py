@@ -25,14 +25,23 @@ from packaging.utils import canonicalize_name
 from . import host
 from .components import (
     NO_WHEEL,
-    OS,
-    ComponentMajor,
     component_table,
     gpu_generations,
     install_layouts,
     platforms,
     product_table,
     toolkit_table,
+)
+from .declared import (
+    CLASSIFIER_GPU,
+    VARIANT_MODULE,
+    dependencies,
+    excluded_libraries,
+    extras,
+    nvidia_dependencies,
+    torch_requirement,
+    variant_extras,
+    variant_module_name,
 )
 from .errors import InputError, Problem, UserError
 from .gpus import code_facts, products_covered, runs_on
@@ -66,84 +75,12 @@ _BUILD_CLASSIFIERS = (
 )
 # Classifiers the variant gives only where the source has none of its own.
 _SOURCE_CLASSIFIERS = ("Development Status ::",)
-# Written into the package at build time: what the variant needs from CUDA (and, on Windows, its DLL loader).
-VARIANT_MODULE = "_cuda_variant.py"
-CLASSIFIER_GPU = "Environment :: GPU :: NVIDIA CUDA :: {major}"
 
 
 @dataclass(frozen=True)
 class RenderedVariant:
     variant: Variant
     files: dict[str, str]  # relative path -> text
-
-
-def requirement(name: str, major: int, toolkit: str) -> str:
-    """The Requires-Dist line for component `name`: floor from the toolkit, capped below the next major.
-
-    The cap matters for CUDA 13's unsuffixed names, which a future 14.x release would otherwise satisfy.
-    """
-    entry = component_table().get(name, major)
-    assert entry is not None, f"{name} has no CUDA {major} entry"
-    floor = entry.floor(toolkit)
-    line = f"{entry.distribution}>={floor},<{floor.major + 1}"
-    Requirement(line)  # the table must only ever yield valid requirements
-    return line
-
-
-def nvidia_dependencies(variant: Variant, names: list[str] | None = None) -> list[str]:
-    """The Requires-Dist lines of the recipe's components (or of `names`) and of every component their libraries
-    load at run time — nvJitLink under cuSPARSE, say — each with its floor: NVIDIA's wheels name their companions
-    unversioned, and pip keeps an older one that is already installed."""
-    chosen = variant.components(optional=False) if names is None else names
-    lines: dict[str, str] = {}
-    for name in variant.runtime_closure(chosen):
-        line = requirement(name, variant.major, variant.cuda.toolkit)
-        lines.setdefault(line.split(">=")[0], line)  # cublas and cublasLt share one distribution
-    return sorted(lines.values())
-
-
-# NVIDIA's meta-package of the whole toolkit (`cuda-toolkit[cublas,...]==12.*`): a source's pin of it is another
-# major's CUDA wheels, as the nvidia-* ones are.
-_TOOLKIT_META = "cuda-toolkit"
-
-
-def _swapped(
-    variant: Variant, lines: list[str], entries: list[tuple[set[str], str | None]]
-) -> tuple[list[str], set[int], bool]:
-    """The source's requirement lines with the recipe's swaps applied and NVIDIA's CUDA wheels left out: (what is
-    kept, the recipe entries used, whether an NVIDIA wheel was left out).
-
-    A recipe entry replaces each source requirement that names it, in any major's spelling ({12: cupy-cuda12x,
-    13: cupy-cuda13x} replaces cupy-cuda12x with this major's); an entry with nothing for this major drops it.
-    """
-    table = component_table()
-    nvidia = {
-        canonicalize_name(entry.distribution)
-        for component in table.components.values()
-        for entry in component.majors.values()
-    } | {_TOOLKIT_META}
-    kept: list[str] = []
-    used: set[int] = set()
-    dropped_nvidia = False
-    for line in lines:
-        name = canonicalize_name(Requirement(line).name)
-        if name in nvidia:
-            dropped_nvidia = True
-            continue
-        index = next((i for i, (names, _) in enumerate(entries) if name in names), None)
-        if index is None:
-            kept.append(line)
-        elif index not in used:
-            used.add(index)
-            replacement = entries[index][1]
-            kept += [replacement] if replacement else []
-    return kept, used, dropped_nvidia
-
-
-def torch_requirement(variant: Variant) -> str | None:
-    """What the build installs and the wheel requires of torch, for a build against it: the matrix's release,
-    any patch of it (cpp_extension ties the wheel to that release's C++ ABI)."""
-    return f"torch=={variant.torch.release}.*" if variant.torch else None
 
 
 def build_requirements(variant: Variant, requires: list[str]) -> list[str]:
@@ -175,98 +112,6 @@ def before_build(variant: Variant, tree: Path) -> str | None:
     source = source_build_requires(tree)
     requires = build_requirements(variant, source if source is not None else variant.recipe.build_requires)
     return "python -m pip install " + " ".join(shlex.quote(line) for line in requires)
-
-
-def _recipe_entries(variant: Variant) -> list[tuple[set[str], str | None]]:
-    """Each recipe dependency: every name it is spelt with, and its line for this major (None: none); first, for
-    a build against torch, the torch release it was built with."""
-    pinned = torch_requirement(variant)
-    entries: list[tuple[set[str], str | None]] = [({"torch"}, pinned)] if pinned else []
-    for dep in variant.recipe.dependencies:
-        spellings = list(dep.values()) if isinstance(dep, dict) else [dep]
-        line = dep.get(variant.major) if isinstance(dep, dict) else dep
-        entries.append(({str(canonicalize_name(Requirement(s).name)) for s in spellings}, line))
-    return entries
-
-
-def dependencies(variant: Variant, source: list[str] | None = None) -> list[str]:
-    """The variant's Requires-Dist: the source's own requirements (its pyproject's), with the recipe's swapped
-    in, then the NVIDIA wheels of this major, then the recipe's other requirements. The source's NVIDIA CUDA
-    wheels, of whatever major, give way to the variant's own."""
-    entries = _recipe_entries(variant)
-    kept, used, _ = _swapped(variant, source or [], entries)
-    others = [line for i, (_, line) in enumerate(entries) if i not in used and line]
-    return [*kept, *nvidia_dependencies(variant), *others]
-
-
-def variant_extras(variant: Variant, source: dict[str, list[str]]) -> dict[str, list[str]]:
-    """The source's extras made the variant's: the recipe's swaps applied inside each, NVIDIA's CUDA wheels of
-    any major left out. An extra that only pulled NVIDIA's wheels (CuPy's `ctk`, the toolkit for this major)
-    becomes the variant's own NVIDIA requirements, so that `pip install pkg-cuda12x[ctk]` still means "with
-    CUDA 12's libraries"; the variant's optional components come last and win a name they share."""
-    result: dict[str, list[str]] = {}
-    entries = _recipe_entries(variant)
-    for extra, lines in source.items():
-        kept, _, dropped_nvidia = _swapped(variant, lines, entries)
-        if dropped_nvidia and not kept:
-            kept = nvidia_dependencies(variant)
-        if kept:
-            result[extra] = kept
-    return {**result, **extras(variant)}
-
-
-def extras(variant: Variant) -> dict[str, list[str]]:
-    """An extra per optional component: its wheel, and those of what it loads that the variant does not
-    require already."""
-    result = {}
-    required = set(nvidia_dependencies(variant))
-    for name in variant.components(optional=True):
-        entry = component_table().get(name, variant.major)
-        assert entry is not None
-        marker = _where_a_wheel_exists(entry, variant)
-        lines = [line + marker for line in nvidia_dependencies(variant, [name]) if line not in required]
-        result[name.lower()] = lines
-    return result
-
-
-def _where_a_wheel_exists(entry: ComponentMajor, variant: Variant) -> str:
-    """An optional component without a wheel on some of the variant's platforms (NCCL: none for Windows, none
-    for aarch64 in CUDA 11) gets a marker, so pip skips it there."""
-    conditions = []
-    for platform in variant.platforms():
-        info = platforms()[platform]
-        if entry.layout(info.os, info.cibw_arch) is not None:
-            continue
-        if info.os == "windows":
-            conditions.append('sys_platform != "win32"')
-        else:
-            conditions.append(f'platform_machine != "{info.cibw_arch}"')
-    return " ; " + " and ".join(dict.fromkeys(conditions)) if conditions else ""
-
-
-def excluded_libraries(variant: Variant, os: OS) -> list[str]:
-    """The driver, every library shipped by a distribution the recipe declares (cuBLAS brings cuBLASLt), and
-    those its provided_libraries come from another dependency (torch's)."""
-    table = component_table()
-    declared = {
-        entry.distribution
-        for name in [*variant.recipe.components, *variant.recipe.optional]
-        if (entry := table.get(name, variant.major))
-    }
-    excluded = [table.driver.linux if os == "linux" else table.driver.windows]
-    for name in table.names():
-        entry = table.get(name, variant.major)
-        layout = entry.layout(os) if entry and entry.distribution in declared else None
-        if layout:
-            excluded.extend(p for p in layout.libraries if p not in excluded)
-    for provided in variant.recipe.provided_libraries.values():
-        excluded.extend(p for p in provided.libraries if is_dll(p) == (os == "windows") and p not in excluded)
-    return excluded
-
-
-def is_dll(name: str) -> bool:
-    """Whether a library name (or pattern) is a Windows DLL's rather than a Linux soname."""
-    return name.lower().endswith(".dll")
 
 
 def variant_readme(variant: Variant, source: Readme | None) -> Readme:
@@ -471,11 +316,6 @@ def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, 
             "machines": linux.machines if linux else (),
         }
     return specs
-
-
-def variant_module_name(variant: Variant) -> str:
-    """The variant module's dotted name in the import package: what `python -m` runs."""
-    return f"{variant.recipe.import_name}.{VARIANT_MODULE.removesuffix('.py')}"
 
 
 def gpu_code_context(variant: Variant, siblings: list[Variant]) -> dict[str, object]:

@@ -14,69 +14,17 @@ no RPATH (delvewheel repaired them, and their loader adds DLL directories): thei
 from __future__ import annotations
 
 import ast
-import posixpath
 import re
 import shutil
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from . import host
 from .binaries.wheelfile import Binary, pack, read_binaries, unpack
 from .built import BuiltWheel, RpathChange
-from .components import OS, component_table
+from .declared import VARIANT_MODULE, origin_entry, rpath_dirs
 from .errors import ToolFailure
 from .gpus import CodeSummary, code_facts, products_covered
-from .plan import Variant
-from .render import VARIANT_MODULE
-
-# Where a wheel's `<dist>.data/<key>/` files land, relative to an environment's prefix (POSIX layout).
-DATA_DIRS = {"purelib": "{site}", "platlib": "{site}", "scripts": "bin", "data": ".", "headers": "include"}
-
-
-def site_packages(python: str) -> PurePosixPath:
-    return PurePosixPath(f"lib/python{python}/site-packages")
-
-
-def installed_path(member: str, python: str) -> PurePosixPath:
-    """Where wheel member `member` is installed, relative to the environment prefix."""
-    site = site_packages(python)
-    parts = PurePosixPath(member).parts
-    if len(parts) >= 3 and parts[0].endswith(".data") and parts[1] in DATA_DIRS:
-        base = DATA_DIRS[parts[1]].format(site=site)
-        return PurePosixPath(base).joinpath(*parts[2:])
-    return site.joinpath(*parts)
-
-
-def origin_entry(member: str, site_dir: str, python: str) -> str:
-    """The $ORIGIN-relative RPATH entry from member's installed location to site-packages/site_dir."""
-    here = installed_path(member, python).parent
-    return "$ORIGIN/" + posixpath.relpath(site_packages(python) / site_dir, here)
-
-
-def needed_components(needed: tuple[str, ...], major: int, os_name: OS, declared: list[str]) -> list[str]:
-    table = component_table()
-    found = []
-    for library in needed:
-        owner = table.owner_of(library, major, os_name, declared)
-        if owner and owner not in found:
-            found.append(owner)
-    return found
-
-
-def rpath_dirs(variant: Variant, needed: tuple[str, ...]) -> dict[str, str]:
-    """What a binary needing `needed` must reach: each CUDA component it links, and each distribution whose
-    provided_libraries it links (torch), -> that one's folder in site-packages."""
-    table = component_table()
-    dirs: dict[str, str] = {}
-    for name in needed_components(needed, variant.major, "linux", variant.declared):
-        entry = table.get(name, variant.major)
-        if entry and entry.linux and entry.linux.lib_dir:
-            dirs[name] = entry.linux.lib_dir
-    for library in needed:
-        provider = variant.provider_of(library)
-        if provider is not None:
-            dirs.setdefault(provider, variant.recipe.provided_libraries[provider].dir)
-    return dirs
 
 
 def wanted_rpath(member: str, current: tuple[str, ...], site_dirs: list[str], python: str) -> tuple[str, ...]:

@@ -16,9 +16,9 @@ from .audit import WheelAudit
 from .binaries.fatbin import DeviceCode
 from .built import BuiltWheel
 from .components import install_layouts
+from .declared import torch_requirement
 from .gpus import CodeSummary, minimum_driver, products_covered
 from .progress import console
-from .render import torch_requirement
 from .smoke import TierResult
 from .untrusted.shown import one_line
 

@@ -59,15 +59,33 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from . import host
-from .binaries.wheelfile import WheelName, cpython_tag, metadata, metadata_of, pack, requires_dist, unpack, with_extras
+from .binaries.wheelfile import (
+    WheelName,
+    compatible_platforms,
+    cpython_tag,
+    metadata,
+    metadata_of,
+    pack,
+    requires_dist,
+    unpack,
+    with_extras,
+)
 from .built import BuiltWheel
 from .components import NO_WHEEL, component_table, toolkit_table
+from .declared import (
+    CLASSIFIER_GPU,
+    extras,
+    installed_path,
+    needed_components,
+    nvidia_dependencies,
+    site_packages,
+    torch_requirement,
+    variant_module_name,
+)
 from .errors import ToolFailure, UserError
 from .plan import Variant
 from .progress import step
 from .pytorch.install import TorchInstall, torch_install
-from .render import CLASSIFIER_GPU, extras, nvidia_dependencies, torch_requirement, variant_module_name
-from .repair import installed_path, needed_components, site_packages
 from .toolkit.provision import NvidiaVersions, nvidia_requirements, nvidia_wheels, runtime_site
 
 PROBE_SOURCE = files("wheelfactory").joinpath("smoke_probe.py")
@@ -735,22 +753,6 @@ def tier3(wheel: Path, variant: Variant) -> TierResult:
     result.checks.append(Check("twine check --strict", twine.returncode == 0, (twine.stdout + twine.stderr).strip()))
     result.seconds = round(time.monotonic() - started, 1)
     return result
-
-
-def compatible_platforms(platform_tag: str) -> list[str]:
-    """The platform tags a machine of `platform_tag` installs: manylinux_2_28_x86_64 takes every older manylinux
-    (pip's --platform does not widen a manylinux_2_X tag by itself)."""
-    match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform_tag)
-    if match is None:
-        return [platform_tag]
-    glibc, arch = int(match[1]), match[2]
-    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
-    tags = []
-    for minor in range(glibc, 4, -1):
-        tags.append(f"manylinux_2_{minor}_{arch}")
-        if minor in legacy:
-            tags.append(f"{legacy[minor]}_{arch}")
-    return tags
 
 
 def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list[str]) -> Path | None:

@@ -303,3 +303,19 @@ def read_binaries(tree: Path, os_name: OS) -> dict[str, Binary]:
         if binary is not None:
             found[member] = binary
     return found
+
+
+def compatible_platforms(platform_tag: str) -> list[str]:
+    """The platform tags a machine of `platform_tag` installs: manylinux_2_28_x86_64 takes every older manylinux
+    (pip's --platform does not widen a manylinux_2_X tag by itself)."""
+    match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform_tag)
+    if match is None:
+        return [platform_tag]
+    glibc, arch = int(match[1]), match[2]
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    tags = []
+    for minor in range(glibc, 4, -1):
+        tags.append(f"manylinux_2_{minor}_{arch}")
+        if minor in legacy:
+            tags.append(f"{legacy[minor]}_{arch}")
+    return tags
