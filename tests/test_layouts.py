@@ -18,21 +18,13 @@ import pytest
 from wheelfactory.binaries.wheelfile import metadata, pack, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
-from wheelfactory.smoke import (
-    DECOY_CUDA,
-    NVRTC_COMPILE,
-    ContainerMachine,
-    HostMachine,
-    TierResult,
-    register_decoys,
-    shared_install,
-    smoke,
-    standin_variant,
-    tier1,
-    tier2,
-    two_variants,
-)
-from wheelfactory.toolkit.provision import nvidia_wheels, provision, runtime_site
+from wheelfactory.smoke import smoke
+from wheelfactory.smoke.installs import shared_install, standin_variant
+from wheelfactory.smoke.machines import DECOY_CUDA, ContainerMachine, HostMachine, register_decoys
+from wheelfactory.smoke.nvidia import nvidia_wheels, runtime_site
+from wheelfactory.smoke.results import TierResult
+from wheelfactory.smoke.tiers import NVRTC_COMPILE, tier1, tier2, two_variants
+from wheelfactory.toolkit.provision import provision
 
 from .conftest import Built, add_source, build_recipe
 

@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.binaries.pythonabi import abi3audit, python_abi_problems
-from wheelfactory.binaries.wheelfile import WheelName
+from wheelfactory.binaries.wheelfile import WheelName, metadata
 from wheelfactory.build import _wheels_by_cell
 from wheelfactory.errors import ToolFailure
 from wheelfactory.pipeline import smoke_existing
 from wheelfactory.plan import Cell
-from wheelfactory.smoke import TierResult
-from wheelfactory.toolkit.provision import metadata
+from wheelfactory.smoke.results import TierResult
 
 from .conftest import Built, add_source, build_recipe, matrix_for
 

@@ -21,6 +21,9 @@ from wheelfactory.binaries.wheelfile import WheelName
 from wheelfactory.built import BuiltWheel
 from wheelfactory.errors import UserError
 from wheelfactory.plan import Variant, make_plan
+from wheelfactory.smoke.installs import requirements_met
+from wheelfactory.smoke.machines import Layout
+from wheelfactory.smoke.tiers import optional_without_wheel
 
 from .wheelbytes import make_wheel
 
@@ -46,7 +49,7 @@ class Recorder:
     def __init__(self, *args: object) -> None:
         Recorder.made.append(args)
 
-    def create_venvs(self) -> tuple[str, list[smoke.Layout]]:
+    def create_venvs(self) -> tuple[str, list[Layout]]:
         raise RuntimeError("recorded")
 
     def close(self) -> None:
@@ -162,7 +165,7 @@ def test_the_layouts_nvidia_wheels_are_judged_against_requires_dist(nccl: str, m
     _dist_info(runtime, "nvidia-cuda-nvrtc-cu12", "12.9.86")
     _dist_info(runtime, "nvidia-nccl-cu12", nccl)
 
-    check = smoke.requirements_met(wheel, runtime, "floors")
+    check = requirements_met(wheel, runtime, "floors")
 
     assert check.ok is met
     if met:
@@ -188,4 +191,4 @@ def test_optional_parts_nvidia_ships_nothing_for_are_expected_missing_with_the_r
     variant = next(v for v in make_plan(project, None, ["cuprobe"]).variants if v.major == major)
     built = _built(variant, _wheel(tmp_path, platform_tag), None)
 
-    assert smoke.optional_without_wheel(built) == expected
+    assert optional_without_wheel(built) == expected

@@ -11,7 +11,7 @@ from importlib.resources import as_file
 
 import pytest
 
-from wheelfactory.smoke import PROBE_SOURCE
+from wheelfactory.smoke.machines import PROBE_SOURCE
 
 CHECKS = [
     {"statement": "import email.parser", "expect": "ok"},

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.audit import audit_wheel
-from wheelfactory.binaries.wheelfile import WheelName, pack
+from wheelfactory.binaries.wheelfile import WheelName, compatible_platforms, pack
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
 from wheelfactory.declared import excluded_libraries
@@ -28,7 +28,6 @@ from wheelfactory.pytorch.index_pages import INDEX_DIR, write_torch_indexes
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
 from wheelfactory.repair import repair
-from wheelfactory.smoke import compatible_platforms
 from wheelfactory.toolkit.buildenv import linux_environment
 
 from .conftest import OFFLINE_MATRIX, REPO, copy_inputs

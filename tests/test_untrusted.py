@@ -35,7 +35,7 @@ from wheelfactory.binaries.wheelfile import WheelName, read_binary, unpack
 from wheelfactory.cli import main
 from wheelfactory.errors import BadBytes, ToolFailure
 from wheelfactory.plan import make_plan
-from wheelfactory.toolkit import provision
+from wheelfactory.smoke.nvidia import runtime_site
 from wheelfactory.untrusted import cache
 from wheelfactory.untrusted.shown import one_line
 from wheelfactory.verify import verify
@@ -313,7 +313,7 @@ def test_a_hostile_wheel_is_refused_whole_and_nothing_is_written_outside(case: s
     assert any(message in p for p in check_wheel(wheel)[1])
     site = SimpleNamespace(site=tmp_path / "toolkit" / "site")
     with pytest.raises(ToolFailure, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
-        provision.runtime_site(site, (wheel,))  # type: ignore[arg-type]
+        runtime_site(site, (wheel,))  # type: ignore[arg-type]
 
 
 def test_an_encrypted_member_is_refused(tmp_path: Path) -> None:

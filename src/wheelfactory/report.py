@@ -19,7 +19,7 @@ from .components import install_layouts
 from .declared import torch_requirement
 from .gpus import CodeSummary, minimum_driver, products_covered
 from .progress import console
-from .smoke import TierResult
+from .smoke.results import TierResult
 from .untrusted.shown import one_line
 
 REPORT_NAME = "report.json"

@@ -24,26 +24,19 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Literal
 
-from packaging.markers import default_environment
-from packaging.requirements import Requirement
-from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
-from packaging.version import Version
+from packaging.utils import parse_wheel_filename
 
 from .. import host
 from ..binaries.pe import def_file
-from ..binaries.wheelfile import WheelName, extras, metadata, unpack
+from ..binaries.wheelfile import unpack
 from ..components import OS, NvccSource, component_table, platforms, toolkit_table
 from ..errors import ToolFailure, UserError, fetched
 from ..plan import Variant
 from ..progress import console, step
-from ..sources import index_urls, project_files
 from ..untrusted import archives
 from ..untrusted.cache import reusable, seal
 from . import debian, msvc, redist
@@ -125,7 +118,7 @@ def constraints(variant: Variant, os_name: OS, arch: str) -> list[str]:
     return _pinned(component_table().names(), variant, os_name, arch)
 
 
-def _download(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[str] | None = None) -> list[Path]:
+def download_wheels(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[str] | None = None) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest)]
     cmd += ["--python-version", "3.12", "--progress-bar", "off"]
@@ -463,108 +456,6 @@ def nvcc_version(prefix: Path, os_name: OS, arch: str) -> str | None:
     return match[1]
 
 
-def marker_environment(name: WheelName) -> dict[str, str]:
-    """The environment markers of the machine a wheel installs on (its OS, machine and Python: the oldest it
-    serves; this one's for a py3-none wheel, which names none)."""
-    python = {"python_version": name.python, "python_full_version": f"{name.python}.0"} if name.abi != "none" else {}
-    return {
-        **{key: str(value) for key, value in default_environment().items()},
-        "sys_platform": "win32" if name.os == "windows" else "linux",
-        "platform_system": "Windows" if name.os == "windows" else "Linux",
-        "platform_machine": name.arch,
-        **python,
-    }
-
-
-def nvidia_requirements(
-    wheel: Path, requires_of: Callable[[NormalizedName], list[str] | None]
-) -> Iterator[Requirement]:
-    """Each NVIDIA requirement pip meets when it installs `wheel` with all its extras on the wheel's machine: the
-    wheel's own, then those of each NVIDIA distribution they name (`requires_of(name)`: its Requires-Dist, asked
-    once a distribution, after a requirement on it was yielded)."""
-    environment = marker_environment(WheelName.of(wheel))
-    wanted_extras = ["", *extras(wheel)]
-    pending = [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]
-    followed: set[NormalizedName] = set()
-    while pending:
-        requirement = pending.pop()
-        name = canonicalize_name(requirement.name)
-        if not name.startswith("nvidia-"):
-            continue  # the wheel's other requirements are not CUDA's
-        if requirement.marker and not any(
-            requirement.marker.evaluate({**environment, "extra": e}) for e in wanted_extras
-        ):
-            continue
-        yield requirement
-        if name not in followed:
-            followed.add(name)
-            pending += [Requirement(line) for line in requires_of(name) or []]
-
-
-# Which versions of NVIDIA's wheels the smoke tier installs with a wheel: the lowest its Requires-Dist admit (what
-# it promises to work with), and the newest (what a fresh `pip install` gets today).
-NvidiaVersions = Literal["floors", "newest"]
-
-
-def _lowest(requirement: Requirement, os_name: OS, arch: str) -> Version:
-    """The lowest version of `requirement` with a wheel for this OS and machine on pip's indexes."""
-    platforms = {*pip_platform_tags(os_name, arch), "any"}
-    found = []
-    for index in index_urls():
-        for file_name, _ in project_files(index, requirement.name):
-            try:
-                _, version, _, tags = parse_wheel_filename(file_name)
-            except InvalidWheelFilename:
-                continue  # an sdist, or a name pip would not take either
-            if requirement.specifier.contains(version) and any(tag.platform in platforms for tag in tags):
-                found.append(version)
-    if not found:
-        raise ToolFailure(f"no wheel of {requirement} for {os_name}-{arch} on {', '.join(index_urls())}")
-    return min(found)
-
-
-@cache
-def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVersions) -> tuple[Path, ...]:
-    """The NVIDIA wheels pip installs for `lines` (and for what they require), at the floors or the newest,
-    downloaded into the cache's wheel folder: once a process, as every Python of a variant asks the same."""
-    constraints = None  # the newest: as pip resolves them
-    if versions == "floors":
-        constraints = [f"{Requirement(line).name}=={_lowest(Requirement(line), os_name, arch)}" for line in lines]
-    with step(f"download NVIDIA's wheels at the {versions} of {', '.join(lines)}"), host.cache_lock("wheels"):
-        return tuple(_download(list(lines), os_name, arch, host.cache_dir() / "wheels", constraints))
-
-
-def nvidia_wheels(wheel: Path, versions: NvidiaVersions, pinned: dict[str, str] | None = None) -> tuple[Path, ...]:
-    """The NVIDIA wheels pip would install with `wheel` and all its extras, at the lowest versions its
-    Requires-Dist admit or at the newest: what the smoke tiers' CUDA layouts hold. `pinned`: NVIDIA's wheels that
-    another requirement pins exactly (torch's, name -> version): those at that version, whatever the floors."""
-    name = WheelName.of(wheel)
-    pinned = pinned or {}
-    own = sorted(
-        {
-            f"{r.name}{r.specifier}"
-            for r in nvidia_requirements(wheel, lambda _: None)
-            if canonicalize_name(r.name) not in pinned
-        }
-    )
-    lines = [*own, *(f"{distribution}=={version}" for distribution, version in sorted(pinned.items()))]
-    return _resolved(tuple(lines), name.os, name.arch, versions) if lines else ()
-
-
-def runtime_site(toolkit: Toolkit, wheels: tuple[Path, ...]) -> Path:
-    """NVIDIA's `wheels` unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
-    key = hashlib.sha256(json.dumps(sorted(w.name for w in wheels)).encode()).hexdigest()[:12]
-    # Beside the toolkits, not inside one: a toolkit's folder is sealed as it was laid out.
-    site = host.cache_dir() / "runtime" / f"{toolkit.site.parent.name}-{key}"
-    with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
-        if not reusable(site):
-            with host.built_aside(site) as scratch, fetched():
-                for distribution_wheel in wheels:
-                    unpack(distribution_wheel, scratch)
-                seal(scratch)
-    return site
-
-
 def _listed_wheels(listing: Path) -> list[str]:
     """The wheel files a toolkit's listing names: plain file names, or none when the listing is not one."""
     try:
@@ -584,7 +475,7 @@ def compiler_cache(os_name: OS, arch: str) -> Path | None:
     executable = home / tool.executable
     if not reusable(executable):
         with tempfile.TemporaryDirectory() as scratch, step(f"download {tool.distribution} {tool.version}"), fetched():
-            (wheel,) = _download([f"{tool.distribution}=={tool.version}"], os_name, arch, Path(scratch))
+            (wheel,) = download_wheels([f"{tool.distribution}=={tool.version}"], os_name, arch, Path(scratch))
             found = next(unpack(wheel, Path(scratch) / "tree").glob(f"*.data/scripts/{tool.executable}"))
             home.mkdir(parents=True, exist_ok=True)
             host.place(found, executable, mode=0o755)
@@ -627,7 +518,7 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
         names = ", ".join(r.split("=")[0].rstrip("<>!~") for r in reqs)
         # One pip at a time writes into the shared wheel folder.
         with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
-            wheels = _download(reqs, os_name, arch, wheel_dir, constraints(variant, os_name, arch))
+            wheels = download_wheels(reqs, os_name, arch, wheel_dir, constraints(variant, os_name, arch))
         host.write_atomically(
             listing, json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1)
         )

@@ -1,6 +1,6 @@
 """Runs inside a smoke container with its base Python; standard library only.
 
-    python smoke_copy.py SITE SOURCE_PYTHON TARGET_PYTHON...
+    python wheelfactory_copy.py SITE SOURCE_PYTHON TARGET_PYTHON...
 
 Copies what pip installed into one venv (SOURCE_PYTHON's) into other venvs, as pip would have installed it there:
 one pip run serves every venv of the smoke. SITE is site-packages relative to a venv's prefix

@@ -1,6 +1,6 @@
 """Runs inside a smoke machine with a venv's Python; standard library only.
 
-    python smoke_probe.py CHECKS     CHECKS: a JSON list; prints a JSON list of outcomes, one per check
+    python wheelfactory_probe.py CHECKS     CHECKS: a JSON list; prints a JSON list of outcomes, one per check
 
 Each check runs in its own fresh interpreter (`python -W error -I`), so one import cannot help another:
     {"statement": "...", "expect": "ok" or the exception it must raise ("ImportError", "ImportError|OSError"),

@@ -1,0 +1,158 @@
+"""GPU-free smoke tiers, each wheel on a clean machine: a fresh container of its build image (Linux, no network),
+or the runner itself (Windows).
+
+Tiers 1 and 2 run side by side in their own venvs, tier 3 meanwhile on this machine; a wheel that serves several
+Pythons (abi3, py3-none) gets tiers 1 and 2 on the oldest and the newest of them. What each binary must do
+comes from what it really links (its DT_NEEDED or PE imports, as the repair read them), not from what the recipe
+allows: a module that opens CUDA lazily must import without it.
+
+1. A venv with the wheel and its non-CUDA requirements (fetched here from the index beforehand, as wheels for
+   its Python and platform), no CUDA anywhere: `import pkg` and whatever links no CUDA library load under
+   `python -W error`; what links one eagerly fails at its own load with ImportError (OSError for a library
+   loaded with ctypes); optional pieces raise ImportError carrying the pip command that fixes it. A package
+   that opens CUDA when imported (smoke.cuda_at_import) must fail that import cleanly, naming a CUDA library.
+2. The wheel and its NVIDIA requirements (and its CUDA extras') laid out as pip lays them out in each layout of
+   data/layouts.yaml — in the container NVIDIA's wheels come from the toolkit cache, mounted where pip would have
+   put them rather than installed again — then the wheel itself: every binary loads, its CUDA libraries are the
+   layout's (RPATH or the variant module at work, no LD_LIBRARY_PATH), the driver is not loaded, and the
+   recipe's commands succeed. A binary that links the driver eagerly fails here too, and the check records the
+   error it gives. Where the wheel uses NVRTC, a kernel is compiled to CUBIN (no GPU needed) while a decoy
+   system copy of NVRTC's builtins is registered with ldconfig in the container: the builtins NVRTC opens must
+   come from the layout's NVIDIA wheels all the same.
+   Beside it, the wheel and a stand-in of another variant (the same files under the other major's distribution
+   name) installed into one folder, as a user may by mistake: the import warns, naming both, and `python -m
+   pkg._cuda_variant` fails saying so — where tier 1 proves both silent with the wheel alone.
+3. Metadata: name, Requires-Dist on the right major's wheels, the GPU classifier, and `twine check --strict`.
+
+A wheel built against torch (pytorch/install.py) has no tier 1: PyPI's torch does not import without NVIDIA's
+libraries. Its layouts hold NVIDIA's wheels at the versions torch pins (with the wheel's own other NVIDIA
+requirements at their floors or the newest), torch and its other requirements come from the requirements folder as
+pip resolved them, and its two-variants check runs with the first layout's venv. torch's own warnings do not fail
+a check.
+
+Each tier's checks run in one call into the machine (probe.py, run there as a script), each check in a fresh interpreter.
+A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and reported,
+but does not keep the wheel out of dist/.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..binaries.wheelfile import compatible_platforms
+from ..built import BuiltWheel
+from ..declared import torch_requirement
+from ..errors import ToolFailure, UserError
+from ..pytorch.install import TorchInstall, torch_install
+from .installs import download_requirements, shared_install, standin_variant
+from .machines import ContainerMachine, HostMachine, Machine
+from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
+from .results import Check, TierResult
+from .tiers import neighbour_name, nvrtc_decoys, tier1, tier2, tier3, two_variants
+
+
+def _once_installed(installing: Future[list[Check]], run: Callable[..., TierResult], *args: object) -> TierResult:
+    """`run(*args)` on a venv that holds a copy of the shared install, once it is there."""
+    return run(*args, installed=installing.result())
+
+
+def smoke(built: BuiltWheel) -> list[TierResult]:
+    """Tiers 1 and 2 on a clean machine for each CPython the wheel is smoke-tested on (its own; the oldest and the
+    newest of those an abi3 or py3-none wheel serves), tier 3 on this one meanwhile."""
+    name, wheel = built.name, built.path.resolve()
+    if name.os == "linux" and built.image is None:
+        raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
+    if name.os == "windows" and sys.platform != "win32":
+        raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
+    pythons = built.smoke_pythons
+    torch = torch_installs(built, pythons)
+    pinned = next(iter(torch.values())).nvidia if torch else None
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v, pinned) for v in ("floors", "newest")}
+    # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
+    image = built.image if name.os == "linux" else None  # the clean machine: a container of it, else this host
+    runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
+    decoys = nvrtc_decoys(built.variant) if image else ()
+    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8) as pool:
+        metadata_tier = pool.submit(tier3, wheel, built.variant)  # while the machine starts
+        (Path(scratch) / "neighbour").mkdir()
+        neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
+        results = []
+        for python in pythons:
+            (Path(scratch) / f"requirements-{python}").mkdir()
+            torch_pins = torch[python].other_pins() if torch else []
+            found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}", torch_pins)
+            machine: Machine
+            if image is not None:
+                machine = ContainerMachine(image, wheel, runtimes, python, found, neighbour, decoys)
+            else:
+                machine = HostMachine(wheel, nvidia, python, found, neighbour)
+            machine.torch_pins = torch_pins
+            on_python = _smoke_on(built, machine, pool)
+            if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
+                for result in on_python:
+                    result.python = python
+            results += on_python
+        return [*results, metadata_tier.result()]
+
+
+def torch_installs(built: BuiltWheel, pythons: tuple[str, ...]) -> dict[str, TorchInstall]:
+    """For a wheel built against torch, what installing its torch brings on each of `pythons` (none for others).
+    The layouts are shared by those Pythons: torch must pin the same NVIDIA wheels on each."""
+    line = torch_requirement(built.variant)
+    if line is None:
+        return {}
+    tags = compatible_platforms(built.name.platform_tag)
+    found = {python: torch_install(line, python, built.name, tags) for python in pythons}
+    pins = {tuple(install.pins()) for install in found.values()}
+    if len(pins) > 1:
+        raise ToolFailure(
+            f"{built.path.name}: {line} pins other NVIDIA wheels on Python {' than on '.join(found)} — smoke-test "
+            "those Pythons one at a time (--python)"
+        )
+    return found
+
+
+def _after(first: Future[Any], run: Callable[..., TierResult], *args: object) -> TierResult:
+    """`run(*args)` once `first` is done (a venv it fills is what `run` uses)."""
+    first.result()
+    return run(*args)
+
+
+def _smoke_on(built: BuiltWheel, machine: Machine, pool: ThreadPoolExecutor) -> list[TierResult]:
+    """Tiers 1 and 2, and the two-variants check, on one CPython's clean machine (closed when they are done). A
+    wheel built against torch has no tier 1: PyPI's torch does not import without NVIDIA's libraries, so its
+    two-variants check runs with the first layout's venv, once that holds torch."""
+    with_torch = bool(machine.torch_pins)
+    try:
+        bare, layouts = machine.create_venvs()
+        if isinstance(machine, ContainerMachine):
+            # One pip run serves every venv that holds the wheel: the first layout's, copied into the others; the
+            # --target folder gets its own (pip lays a wheel out differently there).
+            first, *others = [layout for layout in layouts if layout.name != "target"]
+            copies = [bare, *(layout.python for layout in others)]
+            installing = pool.submit(shared_install, machine, built, first.python, copies)
+            tiers = [] if with_torch else [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
+            tiers += [
+                pool.submit(tier2, machine, lay, built)
+                if lay.name == "target"
+                else pool.submit(_once_installed, installing, tier2, machine, lay, built)
+                for lay in layouts
+            ]
+            holding_torch: Future[Any] = installing
+        else:
+            tiers = [] if with_torch else [pool.submit(tier1, machine, bare, built)]
+            layout_tiers = [pool.submit(tier2, machine, layout, built) for layout in layouts]
+            tiers += layout_tiers
+            first, holding_torch = layouts[0], layout_tiers[0]
+        if with_torch:
+            tiers.append(pool.submit(_after, holding_torch, two_variants, machine, first.python, built))
+        else:
+            tiers.append(pool.submit(two_variants, machine, bare, built))
+        return [tier.result() for tier in tiers]
+    finally:
+        machine.close()

@@ -1,0 +1,145 @@
+"""What goes into a smoke machine besides NVIDIA's wheels: the wheel's other requirements, fetched here
+beforehand, pip's installs into the venvs, and a stand-in of another variant of the wheel."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from .. import host
+from ..binaries.wheelfile import (
+    WheelName,
+    compatible_platforms,
+    cpython_tag,
+    metadata_of,
+    pack,
+    requires_dist,
+    unpack,
+)
+from ..built import BuiltWheel
+from ..errors import ToolFailure
+from ..progress import step
+from .machines import ContainerMachine, Machine
+from .nvidia import NvidiaVersions, nvidia_requirements
+from .results import Check
+
+
+def install_checks(machine: Machine, python: str, installs: list[list[str]]) -> list[Check]:
+    """Each pip install in turn, as a check; the first that fails ends them."""
+    checks = []
+    for install in installs:
+        installed = machine.install(python, *install)
+        shown = " ".join(
+            "the wheel" if a == machine.wheel else a
+            for a in install
+            if a not in ("--find-links", "--no-deps", machine.requirements)
+        )
+        checks.append(Check(f"install {shown}".strip(), installed.returncode == 0, host.tail(installed.stderr, 8)))
+        if installed.returncode != 0:
+            break
+    return checks
+
+
+def requirements(wheel: Path, but_torch: bool = False) -> list[str]:
+    """The wheel's own Requires-Dist (no extra's) that are not NVIDIA's wheels: what it needs besides CUDA; with
+    `but_torch`, torch left out too (a wheel built against it gets torch's as pip resolved them: TorchInstall)."""
+    return [
+        str(requirement)
+        for requirement in requires_dist(wheel, with_extras=False)
+        if not requirement.name.startswith("nvidia-")
+        and not (but_torch and canonicalize_name(requirement.name) == "torch")
+    ]
+
+
+def standin_variant(wheel: Path, name: str, into: Path) -> Path:
+    """A copy of `wheel` under the distribution name `name` — the same files, metadata of its own — in `into`:
+    what pip leaves behind when a user installs two variants of one package."""
+    tree = unpack(wheel, into / "tree")
+    (info,) = tree.glob("*.dist-info")
+    renamed = info.with_name(f"{canonicalize_name(name).replace('-', '_')}-{info.name.split('-', 1)[1]}")
+    info.rename(renamed)
+    text = (renamed / "METADATA").read_text(encoding="utf-8")
+    (renamed / "METADATA").write_text(re.sub(r"(?m)^Name: .*$", f"Name: {name}", text, count=1), encoding="utf-8")
+    (into / "wheel").mkdir()
+    return pack(tree, into / "wheel")
+
+
+def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copies: list[str]) -> list[Check]:
+    """One install for every venv of a container: the wheel and its other requirements by pip into `venv`, then
+    copied into `copies`. That the layouts' NVIDIA wheels meet the wheel's requirements (what pip's resolver
+    would prove) is judged from their metadata here."""
+    checks = [requirements_met(built.path, runtime, versions) for versions, runtime in machine.runtimes.items()]
+    checks += install_checks(machine, venv, installs_without_nvidia(machine, built))
+    if all(c.ok for c in checks):
+        copied = machine.copy_installed(venv, copies)
+        what = f"the install copied into the other {len(copies)} venvs"
+        checks.append(Check(what, copied.returncode == 0, host.tail(copied.stderr, 8)))
+    return checks
+
+
+def installs_without_nvidia(machine: Machine, built: BuiltWheel, target: str | None = None) -> list[list[str]]:
+    """The installs of the wheel without its NVIDIA requirements: its other requirements, then the wheel; into
+    the venv, or with `pip install --target` into `target`."""
+    into = ["--target", target] if target else []
+    installs = [[*into, "--no-deps", machine.wheel]]
+    if not machine.requirements:
+        return installs
+    found = ["--find-links", machine.requirements]
+    if target and machine.torch_pins:
+        # pip --target sees nothing installed, so it would fetch torch's NVIDIA requirements, which the folder holds
+        # already (the layout's): torch and its other requirements go in as pip resolved them, without theirs.
+        installs.insert(0, [*into, *found, "--no-deps", *machine.torch_pins])
+        others = requirements(built.path, but_torch=True)
+    else:
+        others = requirements(built.path)
+    if others:
+        installs.insert(0, [*into, *found, *others])
+    return installs
+
+
+def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list[str]) -> Path | None:
+    """The wheels of `wheel`'s non-CUDA requirements for CPython `python` and the wheel's platform, fetched here
+    from pip's index (the smoke machine has no network); None when it has none. For a wheel built against torch
+    (`torch_pins`: torch and its other requirements, as pip resolved them), those without their dependencies: what
+    torch requires of NVIDIA is the layouts'."""
+    lines = requirements(wheel, but_torch=bool(torch_pins))
+    if not lines and not torch_pins:
+        return None
+    name = WheelName.of(wheel)
+    tag = cpython_tag(python)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(into)]
+    command += ["--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
+    command += ["--abi", tag, "--abi", "abi3", "--abi", "none"]
+    command += [arg for platform in compatible_platforms(name.platform_tag) for arg in ("--platform", platform)]
+    downloads: list[tuple[list[str], list[str]]] = [([], lines)] if lines else []
+    if torch_pins:
+        downloads.append((["--no-deps"], torch_pins))
+    for options, listed in downloads:
+        with step(f"download the requirements of {wheel.name}: {', '.join(listed)}"):
+            done = host.run([*command, *options, *listed], "pip download", check=False)
+            if done.returncode != 0:
+                raise ToolFailure(
+                    f"{wheel.name}: cannot download its requirements {', '.join(listed)} for the smoke tiers — "
+                    f"{host.tail(done.stderr, 6)}"
+                )
+    return into
+
+
+def requirements_met(wheel: Path, runtime: Path, versions: NvidiaVersions) -> Check:
+    """Each NVIDIA requirement of the wheel (with all its extras) and of theirs, met by the version of that
+    distribution in `runtime` (the layouts' NVIDIA wheels at those versions), as pip's resolver would judge."""
+    installed = {canonicalize_name(m["Name"]): m for m in map(metadata_of, runtime.glob("*.dist-info/METADATA"))}
+    unmet, met = [], set()
+    for requirement in nvidia_requirements(
+        wheel, lambda name: installed[name].get_all("Requires-Dist") if name in installed else None
+    ):
+        found = installed.get(canonicalize_name(requirement.name))
+        if found is None or not requirement.specifier.contains(found["Version"], prereleases=True):
+            unmet.append(f"{requirement} (the layouts have {found['Version'] if found else 'none'})")
+        else:
+            met.add(f"{found['Name']} {found['Version']}")
+    detail = "unmet: " + "; ".join(unmet) if unmet else ", ".join(sorted(met))
+    return Check(f"the NVIDIA requirements are met at the {versions}", not unmet, detail)

@@ -1,0 +1,287 @@
+"""Where tiers 1 and 2 run: a fresh container of the build image (Linux), or the runner itself (Windows)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from importlib.resources import as_file, files
+from pathlib import Path
+from typing import Protocol
+
+from .. import host
+from ..binaries.wheelfile import (
+    cpython_tag,
+)
+from ..errors import ToolFailure
+from .nvidia import NvidiaVersions
+
+PROBE_SOURCE = files("wheelfactory.smoke").joinpath("probe.py")
+COPY_SOURCE = files("wheelfactory.smoke").joinpath("copier.py")
+
+
+# Where a smoke container has the probe and the copier: a folder of their own, as a script's folder comes first on
+# sys.path (a /smoke/copy.py shadowed the standard library's copy module, which torch imports).
+TOOLS = "/smoke/tools"
+
+
+# A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
+SMOKE_CONTAINER_LIFETIME_S = 3600
+
+
+# Where a smoke container keeps its decoy system CUDA (registered with ldconfig).
+DECOY_CUDA = "/opt/decoy-cuda/lib64"
+
+
+def register_decoys(patterns: list[str]) -> str:
+    """Shell: copy the files matching `patterns` (those that exist) into DECOY_CUDA and register that folder with
+    ldconfig, as a CUDA toolkit install registers its own."""
+    return (
+        f'mkdir -p {DECOY_CUDA} && for f in {" ".join(patterns)}; do [ ! -e "$f" ] || cp "$f" {DECOY_CUDA}/ '
+        f"|| exit 1; done && echo {DECOY_CUDA} > /etc/ld.so.conf.d/000-decoy-cuda.conf && ldconfig"
+    )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way pip may have laid out the wheel and its CUDA wheels (data/layouts.yaml says it in words)."""
+
+    name: str  # "venv": both in the venv; "system-site-packages": the wheel in a --system-site-packages venv,
+    #            the CUDA wheels in its base; "target": both in a folder `pip install --target` filled, on PYTHONPATH
+    python: str  # the venv's interpreter
+    site: str  # the folder holding nvidia/: every CUDA library mapped must come from under it
+    pythonpath: str | None = None  # "target": the folder, where the wheel is installed too
+    versions: NvidiaVersions = "floors"  # the NVIDIA wheels it holds: at the Requires-Dist floors, or the newest
+
+
+class Machine(Protocol):
+    """Where tiers 1 and 2 run: a clean, GPU-free machine holding the wheel."""
+
+    wheel: str  # the wheel under test, as this machine sees it
+    requirements: str | None  # the folder of its non-CUDA requirements' wheels, as this machine sees it
+    neighbour: str  # the stand-in of another variant of the wheel (standin_variant), as this machine sees it
+    side_by_side: str  # a folder, absent until pip --target fills it with the wheel and its neighbour
+    # For a wheel built against torch: torch and its other requirements as pip resolved them (name==version), which
+    # the requirements folder holds; torch's NVIDIA ones are the layouts'.
+    torch_pins: list[str]
+
+    def create_venvs(self) -> tuple[str, list[Layout]]:
+        """(a bare venv's Python, the layouts of the CUDA wheels, each with a venv of its own)."""
+        ...
+
+    def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]: ...
+
+    def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]: ...
+
+    def close(self) -> None: ...
+
+
+class ContainerMachine:
+    """Linux: a fresh container of the build image, with no network.
+
+    The host may have CUDA installed (a toolkit in ld.so.conf, say), which would let a broken wheel pass tier 1;
+    a container of the build image has none (a test puts one there, to show it masks nothing). The wheel, the
+    runtime sites (NVIDIA's wheels unpacked, at the floors and the newest) and the probe are mounted read-only;
+    a runtime site's nvidia/ is mounted where pip would have put it for each layout — the CUDA venv's
+    site-packages, the base interpreter's (under a --system-site-packages venv) and a --target folder, at the
+    floors; a second venv's, at the newest — with the distributions' metadata linked beside it. One pip run into
+    the first venv serves the others that install the wheel in a venv (`copy_installed`); the --target folder
+    gets a pip run of its own, whose layout differs.
+    """
+
+    def __init__(
+        self,
+        image: str,
+        wheel: Path,
+        runtimes: dict[NvidiaVersions, Path],
+        python: str,
+        requirements: Path | None,
+        neighbour: Path,
+        decoys: tuple[str, ...] = (),
+    ) -> None:
+        self.engine = host.container_engine()
+        # Files of the runtime sites (patterns under their nvidia/) copied into a system folder registered with
+        # ldconfig, as a CUDA toolkit install registers its own: what the system's loader would find first.
+        self.decoys = decoys
+        self.wheel = f"/smoke/wheels/{wheel.name}"
+        self.requirements = "/smoke/requirements" if requirements else None
+        self.neighbour, self.side_by_side = f"/smoke/neighbour/{neighbour.name}", "/smoke/side-by-side"
+        self.torch_pins: list[str] = []
+        self.runtimes = runtimes  # on the host: the NVIDIA wheels the layouts mount
+        prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
+        self.base, self.python = f"{prefix}/bin/python", python
+        self.base_site = f"{prefix}/lib/python{python}/site-packages"
+        site = f"lib/python{python}/site-packages"
+        self.layouts = [
+            Layout("venv", "/smoke/cuda/bin/python", f"/smoke/cuda/{site}"),
+            Layout("system-site-packages", "/smoke/layered/bin/python", self.base_site),
+            Layout("target", "/smoke/targeted/bin/python", "/smoke/target", "/smoke/target"),
+            Layout("venv", "/smoke/newest/bin/python", f"/smoke/newest/{site}", versions="newest"),
+        ]
+        with as_file(PROBE_SOURCE) as probe, as_file(COPY_SOURCE) as copy:
+            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:{TOOLS}/wheelfactory_probe.py:ro"]
+            mounts.append(f"{copy}:{TOOLS}/wheelfactory_copy.py:ro")
+            mounts.append(f"{neighbour.parent}:/smoke/neighbour:ro")
+            mounts += [f"{runtime}:/smoke/runtime/{versions}:ro" for versions, runtime in runtimes.items()]
+            mounts += [
+                f"{runtimes[layout.versions] / 'nvidia'}:{layout.site}/nvidia:ro"
+                for layout in self.layouts
+                if (runtimes[layout.versions] / "nvidia").is_dir()
+            ]
+            if requirements:
+                mounts.append(f"{requirements}:{self.requirements}:ro")
+            command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
+            command += [arg for mount in mounts for arg in ("--volume", mount)]
+            started = host.run(
+                [*command, image, "sleep", str(SMOKE_CONTAINER_LIFETIME_S)], f"starting a smoke container of {image}"
+            )
+        self.container = started.stdout.strip()
+
+    def _exec(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        return host.run(
+            [self.engine, "exec", "--workdir", "/tmp", self.container, *argv], "smoke", check=False, timeout=timeout
+        )
+
+    def create_venvs(self) -> tuple[str, list[Layout]]:
+        # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
+        venv = f"{self.base} -m venv --without-pip"
+        venvs = ["/smoke/bare", *(layout.python.removesuffix("/bin/python") for layout in self.layouts)]
+        options = {"/smoke/layered": "--system-site-packages "}
+        # The venvs at once (each is an interpreter start), then NVIDIA's distributions' metadata linked beside
+        # nvidia/ in each layout's site.
+        link = " && ".join(f"link /smoke/runtime/{layout.versions} {layout.site}" for layout in self.layouts)
+        script = (
+            'link() { for entry in "$1"/*; do [ ! -e "$entry" ] || [ "${entry##*/}" = nvidia ] || '
+            'ln -s "$entry" "$2/" || return 1; done; }; '
+            + " ".join(f"{venv} {options.get(path, '')}{path} &" for path in venvs)
+            + f" wait && for venv in {' '.join(venvs)}; do "
+            '[ -x "$venv/bin/python" ] || { echo "no venv $venv" >&2; exit 1; }; done && '
+            f"mkdir -p /smoke/target && {link}"
+        )
+        if self.decoys:
+            script += " && " + register_decoys(
+                [f"/smoke/runtime/{v}/nvidia/{p}" for v in self.runtimes for p in self.decoys]
+            )
+        created = self._exec(["sh", "-c", script])
+        if created.returncode != 0:
+            raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
+        return "/smoke/bare/bin/python", self.layouts
+
+    def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
+        # The base interpreter's pip, run by the venv's own Python through pip's own runner (as `pip --python` does
+        # after starting once more): it installs into that venv as a pip of its own would, at half the start-up
+        # cost. The runner lets the venv import pip alone from the base site-packages; run as a folder, pip would
+        # put that whole site on sys.path and take what the base interpreter has (packaging, say) as installed.
+        # No byte-compiling: each check's interpreter compiles what it imports, as a fresh install's first use does.
+        pip = [python, f"{self.base_site}/pip/__pip-runner__.py", "install", "--quiet", "--disable-pip-version-check"]
+        return self._exec([*pip, "--no-index", "--no-compile", *args])
+
+    def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
+        """What pip installed into venv `source` (by its Python), copied into the venvs `targets` (by theirs)
+        file by file as its RECORD says, scripts naming their own venv's interpreter: what a pip run into each
+        would have written (copier.py)."""
+        return self._exec(
+            [self.base, f"{TOOLS}/wheelfactory_copy.py", f"lib/python{self.python}/site-packages", source, *targets]
+        )
+
+    def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
+        return _outcomes(self._exec([python, f"{TOOLS}/wheelfactory_probe.py", json.dumps(checks)]), checks)
+
+    def close(self) -> None:
+        # Killed, it is removed by the engine (--rm) without holding the smoke up.
+        host.run([self.engine, "kill", self.container], "stopping the smoke container", check=False)
+
+
+class HostMachine:
+    """Windows: the runner itself (the release pipeline smokes on a clean runner of another image). The CUDA
+    wheels are installed for real, at the floors into the CUDA venv and with `pip install --target` into a folder
+    put on PYTHONPATH (tier 2 installs the wheel there the same way), and at the newest into a second venv; the
+    --system-site-packages layout would install them into the runner's own Python, which a developer's machine
+    must not get, so it is left to the Linux tiers."""
+
+    def __init__(
+        self,
+        wheel: Path,
+        nvidia: dict[NvidiaVersions, tuple[Path, ...]],
+        python: str,
+        requirements: Path | None,
+        neighbour: Path,
+    ) -> None:
+        self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
+        self.wheel, self.nvidia, self.python_version = str(wheel), nvidia, python
+        self.neighbour, self.side_by_side = str(neighbour), str(self.scratch / "side-by-side")
+        self.torch_pins: list[str] = []
+        self.requirements = str(requirements) if requirements else None
+        self.probe_path = self.scratch / "smoke_probe.py"
+        self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
+
+    def _base_python(self) -> str:
+        """The runner's CPython of the wheel's version: the py launcher's (Windows), else python3.X on PATH —
+        the one that answers (a version manager's shim may stand on PATH for a Python it does not select)."""
+        launcher = shutil.which("py")
+        candidates = [[launcher, f"-{self.python_version}"]] if launcher else []
+        on_path = shutil.which(f"python{self.python_version}")
+        candidates += [[on_path]] if on_path else []
+        for command in candidates:
+            found = host.run([*command, "-c", "import sys; print(sys.executable)"], "finding Python", check=False)
+            if found.returncode == 0:
+                return found.stdout.strip()
+        raise ToolFailure(f"no Python {self.python_version} on this host to smoke-test its wheel — install it")
+
+    def _venv_python(self, venv: Path) -> str:
+        return str(venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
+
+    def create_venvs(self) -> tuple[str, list[Layout]]:
+        base = self._base_python()
+        for name in ("bare", "cuda", "targeted", "newest"):
+            host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
+        cuda, newest = self._venv_python(self.scratch / "cuda"), self._venv_python(self.scratch / "newest")
+        target = self.scratch / "target"
+        layouts = [
+            Layout("venv", cuda, str(self.scratch / "cuda")),
+            Layout("target", self._venv_python(self.scratch / "targeted"), str(target), str(target)),
+            Layout("venv", newest, str(self.scratch / "newest"), versions="newest"),
+        ]
+        # NVIDIA's wheels, exactly those of the layout's versions, where pip puts them for each layout; tier 2
+        # installs the wheel itself beside them.
+        installs: list[tuple[str, list[str], NvidiaVersions]] = [
+            (cuda, [], "floors"),
+            (cuda, ["--target", str(target)], "floors"),
+            (newest, [], "newest"),
+        ]
+        for python, destination, versions in installs:
+            installed = self.install(python, *destination, *(str(w) for w in self.nvidia[versions]))
+            if installed.returncode != 0:
+                raise ToolFailure(
+                    f"cannot install NVIDIA's wheels at the {versions} for the smoke tiers: "
+                    f"{host.tail(installed.stderr, 8)}"
+                )
+        return self._venv_python(self.scratch / "bare"), layouts
+
+    def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return host.run(
+            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", *args],
+            "pip",
+            check=False,
+        )
+
+    def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
+        return _outcomes(
+            host.run([python, self.probe_path, json.dumps(checks)], "smoke", check=False, timeout=900), checks
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _outcomes(run: subprocess.CompletedProcess[str], checks: list[dict[str, object]]) -> list[dict[str, object]]:
+    lines = run.stdout.strip().splitlines()
+    try:
+        outcomes: list[dict[str, object]] = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        reason = f"the probe failed (exit {run.returncode}): {host.tail(run.stdout + run.stderr, 8)}"
+        return [{"ok": False, "detail": reason} for _ in checks]
+    return outcomes
