@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wheelfactory.toolkit.provision import link_name
+from wheelfactory.toolkit.prefix import link_name
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,8 @@ from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.toolkit import redist
 from wheelfactory.toolkit.buildenv import linux_environment
 from wheelfactory.toolkit.debian import download
-from wheelfactory.toolkit.provision import Toolkit, components_to_provision, driver_api, provision
+from wheelfactory.toolkit.prefix import driver_api
+from wheelfactory.toolkit.provision import Toolkit, components_to_provision, provision
 
 from .conftest import REPO, matrix_for, serve_redist_release, served
 

@@ -35,6 +35,11 @@ class Layout(_Frozen):
     prefix_dirs: dict[str, str] = {}
     machines: tuple[str, ...] = ()  # the machines NVIDIA ships this OS's wheel for; () = all of them
 
+    @property
+    def folder(self) -> str | None:
+        """Its libraries' folder in site-packages: lib_dir on Linux, dll_dir on Windows (a layout is one OS's)."""
+        return self.lib_dir or self.dll_dir
+
     def opened(self, library: str, os: OS) -> bool:
         return any(_matches(library, pattern, os) for pattern in self.opens)
 
@@ -51,7 +56,7 @@ class ComponentMajor(_Frozen):
 
     def layout(self, os: OS, arch: str | None = None) -> Layout | None:
         """Where its files sit on `os`; None where NVIDIA ships no wheel of it (for that machine, given one)."""
-        layout = self.linux if os == "linux" else self.windows
+        layout: Layout | None = getattr(self, os)
         if layout is not None and arch is not None and layout.machines and arch not in layout.machines:
             return None
         return layout
@@ -80,6 +85,11 @@ class Component(_Frozen):
 class Driver(_Frozen):
     linux: str
     windows: str
+
+    def on(self, os: OS) -> str:
+        """The driver's library on `os`."""
+        name: str = getattr(self, os)
+        return name
 
 
 class ComponentTable(_Frozen):
@@ -149,10 +159,9 @@ class ComponentTable(_Frozen):
 
 
 def _matches(library: str, pattern: str, os: OS) -> bool:
-    # Windows file names are case-insensitive; import tables spell DLL names as the linker was given them.
-    if os == "windows":
-        return fnmatch.fnmatchcase(library.lower(), pattern.lower())
-    return fnmatch.fnmatchcase(library, pattern)
+    if operating_system(os).case_sensitive_names:
+        return fnmatch.fnmatchcase(library, pattern)
+    return fnmatch.fnmatchcase(library.lower(), pattern.lower())
 
 
 class Platform(_Frozen):
@@ -192,7 +201,8 @@ class DriverVersions(_Frozen):
     windows: str
 
     def on(self, os: OS) -> str:
-        return self.linux if os == "linux" else self.windows
+        version: str = getattr(self, os)
+        return version
 
 
 class ToolkitRelease(_Frozen):
@@ -319,6 +329,31 @@ def install_layouts() -> dict[str, InstallLayout]:
     raw = _data("layouts.yaml")
     assert isinstance(raw, dict)
     return {str(name): InstallLayout.model_validate(words) for name, words in raw.items()}
+
+
+class OperatingSystem(_Frozen):
+    """What differs between the OSes the factory builds for, as facts (data/operating_systems.yaml); what each one
+    does differently is its object in platforms/."""
+
+    binary_format: Literal["elf", "pe"]
+    library_names: tuple[str, ...]  # fnmatch patterns of its libraries' names, lower case
+    case_sensitive_names: bool
+    sys_platform: str
+    platform_system: str
+    classifier: str
+    toolkit_lib_dir: str
+    executable_suffix: str
+
+    def is_library(self, name: str) -> bool:
+        """Whether a library name (or pattern) is one of this OS's: a DLL's on Windows, a soname on Linux."""
+        return any(fnmatch.fnmatchcase(name.lower(), pattern) for pattern in self.library_names)
+
+
+@cache
+def operating_system(os: OS) -> OperatingSystem:
+    raw = _data("operating_systems.yaml")
+    assert isinstance(raw, dict)
+    return OperatingSystem.model_validate(raw[os])
 
 
 @cache

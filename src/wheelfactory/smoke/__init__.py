@@ -30,9 +30,9 @@ requirements at their floors or the newest), torch and its other requirements co
 pip resolved them, and its two-variants check runs with the first layout's venv. torch's own warnings do not fail
 a check.
 
-Each tier's checks run in one call into the machine (probe.py, run there as a script), each check in a fresh interpreter.
-A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and reported,
-but does not keep the wheel out of dist/.
+Each tier's checks run in one call into the machine (probe.py, run there as a script), each check in a fresh
+interpreter. A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and
+reported, but does not keep the wheel out of dist/.
 """
 
 from __future__ import annotations

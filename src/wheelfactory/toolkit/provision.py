@@ -31,7 +31,6 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 
 from .. import host
-from ..binaries.pe import def_file
 from ..binaries.wheelfile import unpack
 from ..components import OS, NvccSource, component_table, platforms, toolkit_table
 from ..errors import ToolFailure, UserError, fetched
@@ -39,7 +38,8 @@ from ..plan import Variant
 from ..progress import console, step
 from ..untrusted import archives
 from ..untrusted.cache import reusable, seal
-from . import debian, msvc, redist
+from . import debian, redist
+from .prefix import c_compiler_for, driver_api, import_libraries, import_library, real_file, relative_link
 from .runtime_needs import Need, check_needs, read_needs
 
 
@@ -144,86 +144,6 @@ def download_wheels(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: l
     return sorted(set(found))
 
 
-def _relative_link(link: Path, target: Path) -> None:
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if os.name == "nt":  # symbolic links need a privilege Windows grants few accounts
-        shutil.copy2(target, link)
-    else:
-        link.symlink_to(os.path.relpath(target, link.parent))
-
-
-def _real_file(path: Path) -> None:
-    """Turn a link into a real file (a hard link where possible): nvcc reads the nvcc.profile beside its own path."""
-    source = path.resolve()
-    path.unlink()
-    try:
-        os.link(source, path)
-    except OSError:
-        shutil.copy2(source, path)
-
-
-# cublas64_12.dll -> cublas, nvrtc64_120_0.dll -> nvrtc, nvJitLink_130_0.dll -> nvJitLink, cudart64_110.dll -> cudart
-_DLL_LINK_NAME = re.compile(r"^(?P<stem>.+?)(?:64)?_\d+(?:_\d+)?(?:\.alt)?\.dll$", re.IGNORECASE)
-
-
-def link_name(dll: str) -> str:
-    """The name a linker is given (`cublas` for -lcublas / cublas.lib) for an NVIDIA DLL."""
-    match = _DLL_LINK_NAME.match(dll)
-    return match["stem"] if match else dll.removesuffix(".dll")
-
-
-def _msvc_lib_exe() -> str | None:
-    """lib.exe of the newest Visual Studio, found with vswhere (GitHub's Windows runners keep it off PATH)."""
-    vswhere = msvc.vswhere()
-    if sys.platform != "win32" or not vswhere.is_file():
-        return None
-    found = host.run(
-        [vswhere, "-latest", "-products", "*", "-find", r"VC\Tools\MSVC\**\bin\Hostx64\x64\lib.exe"],
-        "looking for Visual Studio's lib.exe",
-        check=False,
-    )
-    candidates = found.stdout.split()
-    return candidates[-1] if candidates else None
-
-
-def import_library_tool() -> list[str] | None:
-    """The command that turns X.def into X.lib: MSVC's lib.exe on Windows, mingw's dlltool elsewhere."""
-    lib_exe = shutil.which("lib") or _msvc_lib_exe()
-    if lib_exe:
-        return [lib_exe, "/nologo", "/machine:x64", "/def:{def}", "/out:{lib}"]
-    for dlltool in ("x86_64-w64-mingw32-dlltool", "dlltool"):
-        if shutil.which(dlltool):
-            return [dlltool, "-d", "{def}", "-l", "{lib}", "-m", "i386:x86-64"]
-    return None
-
-
-def _import_library(definition: Path, target: Path) -> None:
-    tool = import_library_tool()
-    if tool:
-        cmd = [a.replace("{def}", str(definition)).replace("{lib}", str(target)) for a in tool]
-        host.run(cmd, f"making the import library {target.name}")
-
-
-def _import_libraries(
-    site: Path, layout_dll_dir: str, libraries: tuple[str, ...], shipped: tuple[str, ...], lib_dir: Path
-) -> None:
-    """Copy the .lib files a wheel ships; make the missing ones from the DLLs' export tables."""
-    for rel in shipped:
-        if (site / rel).is_file():
-            shutil.copy2(site / rel, lib_dir / Path(rel).name)
-    dll_dir = site / layout_dll_dir
-    for pattern in libraries:
-        for dll in sorted(dll_dir.glob(pattern)) if dll_dir.is_dir() else []:
-            target = lib_dir / f"{link_name(dll.name)}.lib"
-            if target.exists() or "builtins" in dll.name:
-                continue
-            definition = lib_dir / f"{link_name(dll.name)}.def"
-            definition.write_text(def_file(dll), encoding="utf-8")
-            _import_library(definition, target)
-
-
 # ---------------------------------------------------------------------------------------------- nvcc's source
 
 
@@ -315,27 +235,6 @@ def nvcc_origin(variant: Variant, wheels: list[Path], os_name: OS, arch: str, pl
 # ---------------------------------------------------------------------------------------------- the driver stub
 
 
-# `CUresult CUDAAPI cuInit(`, `#define cuMemAlloc cuMemAlloc_v2`, `__CUDA_API_PTDS(cuMemcpyHtoD_v2)`
-_DECLARED = re.compile(r"\b(cu[A-Z]\w*)\s*\(")
-_RENAMED = re.compile(r"^\s*#\s*define\s+cu[A-Z]\w*\s+(cu[A-Z]\w*)\s*$", re.MULTILINE)
-_PER_THREAD = re.compile(r"__CUDA_API_PT(DS|SZ)\((cu[A-Z]\w*)\)")
-
-
-def driver_api(cuda_h: Path) -> list[str]:
-    """Every driver entry point cuda.h names: plain, versioned (`_v2`) and per-thread-stream (`_ptds`, `_ptsz`)."""
-    text = cuda_h.read_text(encoding="utf-8", errors="replace")
-    names = set(_DECLARED.findall(text)) | set(_RENAMED.findall(text))
-    for kind, name in _PER_THREAD.findall(text):
-        names.update((name, f"{name}_pt{kind.lower()}"))
-    return sorted(names)
-
-
-def _c_compiler_for(arch: str) -> str | None:
-    if arch == host.machine():
-        return shutil.which("cc") or shutil.which("gcc")
-    return shutil.which(f"{arch}-linux-gnu-gcc")
-
-
 def _driver_stub(prefix: Path, os_name: OS, arch: str) -> str:
     """stubs/libcuda.so (Linux) or cuda.lib (Windows) to link -lcuda against on a machine without a driver."""
     if os_name == "windows":
@@ -346,12 +245,12 @@ def _driver_stub(prefix: Path, os_name: OS, arch: str) -> str:
         definition.write_text(
             "LIBRARY nvcuda.dll\nEXPORTS\n" + "".join(f"    {n}\n" for n in driver_api(prefix / "include/cuda.h"))
         )
-        _import_library(definition, target)
+        import_library(definition, target)
         return "cuda.lib generated from cuda.h's declarations"
     stub = prefix / "lib64/stubs/libcuda.so"
     if stub.is_file():
         return "NVIDIA's stubs/libcuda.so from the nvcc source"
-    compiler = _c_compiler_for(arch)
+    compiler = c_compiler_for(arch)
     if compiler is None:
         raise ToolFailure(
             f"no C compiler for {arch} on this host to generate the driver stub — install {arch}-linux-gnu-gcc"
@@ -390,25 +289,25 @@ def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path, ori
         for to, rel in layout.prefix_dirs.items():
             for item in sorted((site / rel).rglob("*")) if (site / rel).is_dir() else []:
                 if item.is_file() and item.name != "__init__.py":
-                    _relative_link(prefix / to / item.relative_to(site / rel), item)
+                    relative_link(prefix / to / item.relative_to(site / rel), item)
         if os_name == "windows":
             if layout.dll_dir:
-                _import_libraries(site, layout.dll_dir, layout.libraries, layout.import_libs, lib)
+                import_libraries(site, layout.dll_dir, layout.libraries, layout.import_libs, lib)
             continue
         if layout.lib_dir and (site / layout.lib_dir).is_dir():
             for library in sorted((site / layout.lib_dir).iterdir()):
                 if library.is_file() and library.name != "__init__.py":
-                    _relative_link(lib / library.name, library)
+                    relative_link(lib / library.name, library)
     if origin.overlay is not None:
         for item in sorted(origin.overlay.rglob("*")):
             if item.is_file() and item.name != "origin.json":
-                _relative_link(prefix / item.relative_to(origin.overlay), item)
+                relative_link(prefix / item.relative_to(origin.overlay), item)
     if os_name == "linux":
         # No wheel ships the link-time name libX.so: make it, pointing at the soname file.
         for library in sorted(lib.glob("*.so.*")):
             stem = library.name.split(".so")[0]
             if not (lib / f"{stem}.so").exists():
-                _relative_link(lib / f"{stem}.so", library)
+                relative_link(lib / f"{stem}.so", library)
         (prefix / "lib").symlink_to("lib64")  # some builds look in $CUDA_HOME/lib
     _install_nvcc(prefix, os_name, origin)
 
@@ -431,7 +330,7 @@ def _install_nvcc(prefix: Path, os_name: OS, origin: NvccOrigin) -> None:
         (home / "crt").symlink_to("../bin/crt")  # nvcc finds crt/link.stub beside itself
         nvcc.write_text(data.joinpath("nvcc-wrapper.sh").read_text(encoding="utf-8"))
         nvcc.chmod(0o755)
-    _real_file(home / nvcc.name)
+    real_file(home / nvcc.name)
     for profile in (prefix / "bin" / "nvcc.profile", home / "nvcc.profile"):
         if profile.is_symlink() or profile.exists():
             profile.unlink()
