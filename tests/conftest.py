@@ -22,8 +22,8 @@ import pytest
 
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import Variant, copy_inputs, make_plan
+from wheelfactory.platforms import linux
 from wheelfactory.report import WheelRecord
-from wheelfactory.toolkit.buildenv import linux_environment
 
 # A session fixture every test module may ask for: NVIDIA's cuobjdump from its pip wheel.
 from .cuobjdump import cuobjdump  # noqa: F401
@@ -141,7 +141,7 @@ class Built(NamedTuple):
 def changed_environment(variant: Variant, **changes: str) -> dict[str, str]:
     """CIBW_ENVIRONMENT_LINUX: the variant's rendered environment with some variables changed. It replaces the
     rendered table as a whole, as a user's override would."""
-    values = {**linux_environment(variant, "linux-x86_64"), **changes}
+    values = {**linux.environment(variant, "linux-x86_64"), **changes}
     return {"CIBW_ENVIRONMENT_LINUX": " ".join(f'{k}="{v}"' for k, v in values.items())}
 
 

@@ -25,8 +25,9 @@ from wheelfactory.components import toolkit_table
 from wheelfactory.gpus import CodeSummary, minimum_driver, products_covered, runs_on
 from wheelfactory.pipeline import existing
 from wheelfactory.plan import copy_inputs, make_plan
+from wheelfactory.platforms import linux
 from wheelfactory.repair import record_gpu_code
-from wheelfactory.toolkit.buildenv import gencode_flags, linux_environment
+from wheelfactory.toolkit.buildenv import gencode_flags
 
 from .conftest import Built, matrix_for
 from .cuobjdump import as_cuobjdump_names, listed, ptx_versions
@@ -174,7 +175,7 @@ def test_device_code_is_compressed_by_default_and_read_all_the_same(project: Pat
     (tmp_path / "k.cu").write_text(KERNEL + "__global__ void add(float *x, float y) { x[threadIdx.x] += y; }\n")
     found = {}
     for name, chosen in (("compressed", variant), ("plain", plain)):
-        flags = linux_environment(chosen, "linux-x86_64")["NVCC_PREPEND_FLAGS"].split()
+        flags = linux.environment(chosen, "linux-x86_64")["NVCC_PREPEND_FLAGS"].split()
         flags = [f for f in flags if f != "-ccbin" and not f.startswith("/opt/")]  # the container's host compiler
         library = tmp_path / f"{name}.so"
         gencode = gencode_flags(chosen.cuda_archs("linux-x86_64")).split()

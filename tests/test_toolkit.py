@@ -22,8 +22,8 @@ from wheelfactory.components import DebianRelease, component_table, toolkit_tabl
 from wheelfactory.errors import ToolFailure
 from wheelfactory.host import cache_dir
 from wheelfactory.plan import Variant, copy_inputs, make_plan
+from wheelfactory.platforms import linux
 from wheelfactory.toolkit import redist
-from wheelfactory.toolkit.buildenv import linux_environment
 from wheelfactory.toolkit.debian import download
 from wheelfactory.toolkit.prefix import driver_api
 from wheelfactory.toolkit.provision import Toolkit, components_to_provision, provision
@@ -125,7 +125,7 @@ def test_nvcc_and_cmake_compile_device_code_with_the_prefix(
     (tmp_path / "kernel.cu").write_text(KERNEL)
     (tmp_path / "CMakeLists.txt").write_text(CMAKE_PROJECT)
     # The very environment the rendered build configuration gives cibuildwheel, with the host seen at /host.
-    environment = linux_environment(variant, "linux-x86_64", prefix=f"/host{toolkit.prefix}")
+    environment = linux.environment(variant, "linux-x86_64", prefix=f"/host{toolkit.prefix}")
     environment["WHEELFACTORY_COMPILER_CACHE"] = ""
     environment["WHEELFACTORY_COMPILER_CACHE_DIR"] = ""
     exports = "\n".join(f'export {k}="{v}"' for k, v in environment.items())  # in order: later ones refer back

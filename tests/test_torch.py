@@ -24,11 +24,11 @@ from wheelfactory.cli import main
 from wheelfactory.declared import excluded_libraries
 from wheelfactory.errors import InputError, ToolFailure, UserError
 from wheelfactory.plan import Cell, Variant, make_plan
+from wheelfactory.platforms import linux
 from wheelfactory.pytorch.index_pages import INDEX_DIR, write_torch_indexes
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
 from wheelfactory.repair import repair
-from wheelfactory.toolkit.buildenv import linux_environment
 
 from .conftest import OFFLINE_MATRIX, REPO, copy_inputs
 
@@ -87,12 +87,12 @@ def test_a_torch_build_takes_the_matrix_torch_its_toolkit_and_pins_both_build_an
     assert {"libc10.so", "libtorch*.so"} <= set(excluded_libraries(variant, "linux"))
     assert "libc10.so" not in excluded_libraries(variant, "windows")
     # PyPI's torch needs no index of its own; PyTorch's comes after the host's extra ones.
-    assert "PIP_EXTRA_INDEX_URL" not in linux_environment(variant, "linux-x86_64")
+    assert "PIP_EXTRA_INDEX_URL" not in linux.environment(variant, "linux-x86_64")
     other = variant.cuda.model_copy(
         update={"torch": variant.cuda.torch.model_copy(update={"index": "https://download.pytorch.org/whl/cu130"})}  # type: ignore[union-attr]
     )
     moved = Variant(variant.recipe, variant.recipe_dir, other, variant.cells, variant.requires_python)
-    assert linux_environment(moved, "linux-x86_64")["PIP_EXTRA_INDEX_URL"] == (
+    assert linux.environment(moved, "linux-x86_64")["PIP_EXTRA_INDEX_URL"] == (
         "$PIP_EXTRA_INDEX_URL https://download.pytorch.org/whl/cu130"
     )
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from wheelfactory import sources
-from wheelfactory.audit import _check_elf, _Checker, _policy, _unreadable
+from wheelfactory.audit import _check_elf, _Checker, _unreadable
 from wheelfactory.binaries import elf
 from wheelfactory.binaries.fatbin import read_fatbin
 from wheelfactory.binaries.wheelcheck import check_wheel
@@ -35,6 +35,7 @@ from wheelfactory.binaries.wheelfile import WheelName, read_binary, unpack
 from wheelfactory.cli import main
 from wheelfactory.errors import BadBytes, ToolFailure
 from wheelfactory.plan import make_plan
+from wheelfactory.platforms.linux import manylinux_policy
 from wheelfactory.smoke.nvidia import runtime_site
 from wheelfactory.untrusted import cache
 from wheelfactory.untrusted.shown import one_line
@@ -166,7 +167,7 @@ def test_a_needed_library_named_like_a_ci_command_is_kept_exactly_and_shown_on_o
     # The audit's own check and message, as the summary and the report get them.
     variant = next(v for v in make_plan(project, None, ["cuprobe"]).variants if v.major == 12)
     tag = "manylinux_2_28_x86_64"
-    audit = _check_elf(binary, _Checker(variant, "linux-x86_64", set(), set()), _policy(tag), tag, "3.12")
+    audit = _check_elf(binary, _Checker(variant, "linux-x86_64", set(), set()), manylinux_policy(tag), tag, "3.12")
     (problem,) = [p for p in audit.problems if "libx.so" in p]
     assert problem.startswith("needs 'libx.so\\n::error::owned\\n::add-mask::secret': not a manylinux")
     assert "\n" not in problem

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from wheelfactory.build import windows_container_command
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
+from wheelfactory.platforms.windows import container_command
 
 from .conftest import REPO
 
@@ -53,7 +53,7 @@ def test_every_cuda_release_finds_an_msvc_toolset_its_nvcc_accepts(dockerfile: D
 
 
 def test_the_build_runs_by_nox_inside_with_the_project_and_cache_mounted() -> None:
-    command = windows_container_command(
+    command = container_command(
         "docker",
         "wheelfactory-windows:ci",
         Path("D:/work/project"),

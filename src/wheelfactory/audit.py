@@ -29,20 +29,21 @@ from importlib.resources import files
 from pathlib import Path, PurePosixPath
 
 import yaml
-from auditwheel.architecture import Architecture
-from auditwheel.policy import Libc, Policy, WheelPolicies
+from auditwheel.policy import Policy
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .binaries.fatbin import DeviceCode
 from .binaries.pythonabi import python_abi_problems
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import Binary, members, read_member, requires_dist
+from .binaries.wheelfile import Binary, members, requires_dist
 from .built import BuiltWheel
 from .components import OS, component_table, platforms, toolkit_table
-from .declared import VARIANT_MODULE, declared_problems, needed_components, origin_entry, rpath_dirs
+from .declared import declared_problems, needed_components, origin_entry, rpath_dirs
 from .inputs import DRIVER
 from .plan import Variant
+from .platforms import platform_of
+from .platforms.linux import manylinux_policy
 from .untrusted.shown import shown
 
 MIB = 1024 * 1024
@@ -87,14 +88,6 @@ class WheelAudit:
         return {**asdict(self), "passed": self.passed}
 
 
-def _policy(platform_tag: str) -> Policy | None:
-    arch = "x86_64" if "x86_64" in platform_tag else platform_tag.rsplit("_", 1)[-1]
-    try:
-        return WheelPolicies(libc=Libc.GLIBC, arch=Architecture(arch)).get_policy_by_name(platform_tag)
-    except (LookupError, ValueError):
-        return None
-
-
 @cache
 def windows_system_dlls() -> tuple[str, ...]:
     data = yaml.safe_load(files("wheelfactory.data").joinpath("windows_system_dlls.yaml").read_text("utf-8"))
@@ -109,7 +102,7 @@ def _unvendored(name: str) -> str:
 def _is_cuda(library: str, major: int, os_name: OS) -> bool:
     table = component_table()
     library = _unvendored(library).lower()
-    driver = table.driver.linux if os_name == "linux" else table.driver.windows
+    driver = table.driver.on(os_name)
     patterns = [*table.all_libraries(major, os_name), driver]
     return any(fnmatch.fnmatch(library, p.lower()) for p in patterns)
 
@@ -220,7 +213,7 @@ class _Checker:
             return True
         if library.lower() in self.in_wheel:
             return True
-        driver = table.driver.linux if self.os == "linux" else table.driver.windows
+        driver = table.driver.on(self.os)
         if library.lower() == driver.lower():
             if DRIVER not in allowed and not lazy:
                 audit.problems.append(
@@ -358,21 +351,6 @@ def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
     return audit
 
 
-def _loader_problems(wheel: Path, variant: Variant) -> list[str]:
-    problems = []
-    for package in variant.packages:
-        folder = package.replace(".", "/")
-        loader = read_member(wheel, f"{folder}/{VARIANT_MODULE}") or ""
-        init = read_member(wheel, f"{folder}/__init__.py") or ""
-        if "_add_dll_directories" not in loader:
-            problems.append(
-                f"no DLL-path loader ({VARIANT_MODULE}) in {package}: its extensions cannot find NVIDIA's DLLs"
-            )
-        elif "_cuda_variant" not in init:
-            problems.append(f"{folder}/__init__.py does not import {VARIANT_MODULE} before its extensions")
-    return problems
-
-
 def audit_wheel(built: BuiltWheel) -> WheelAudit:
     """Check the wheel as pip and PyPI would (its own wheels are read back, not trusted), and every binary the
     repair read against the recipe's policy."""
@@ -381,9 +359,9 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     problems: list[str] = [p.removeprefix(f"{shown(built.path.name)}: ") for p in check_wheel(built.path)[1]]
     if size > variant.recipe.size_limit_mb * MIB:
         problems.append(f"wheel is {size / MIB:.1f} MiB, over the {variant.recipe.size_limit_mb} MiB limit")
-    policy = _policy(name.platform_tag) if name.os == "linux" else None
-    if name.os == "linux" and policy is None:
-        problems.append(f"platform tag {name.platform_tag} is not a manylinux tag — the repair did not run")
+    platform = platform_of(name.os)
+    problems += platform.tag_problems(name.platform_tag)
+    policy = manylinux_policy(name.platform_tag)
     in_wheel = {PurePosixPath(m).name for m in members(built.path)}
     required = {str(canonicalize_name(r.name)) for r in requires_dist(built.path, with_extras=False)}
     checker = _Checker(variant, name.platform, in_wheel, required)
@@ -395,8 +373,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
         else _check_pe(b, checker, name.python)
         for b in built.binaries.values()
     ]
-    if name.os == "windows":
-        problems += _loader_problems(built.path, variant)
+    problems += platform.loader_problems(built.path, variant)
     problems += python_abi_problems(built.path, name, built.binaries.values())
     modules = {b.module for b in binaries if b.module}
     libraries = {_binary_name(b) for b in binaries if not b.module}

@@ -22,16 +22,16 @@ from pathlib import Path
 from . import host
 from .binaries.wheelfile import WheelName
 from .built import BuildRun, BuiltWheel
-from .components import platforms, toolkit_table
+from .components import platforms
 from .declared import VARIANT_MODULE, declared_problems
 from .errors import ToolFailure, UserError
 from .fetches import download_attempts, fetch_declarations
 from .plan import Cell, Variant
+from .platforms import platform_of
 from .progress import step
-from .render import PREPARE_SCRIPT, STATS_SCRIPT, RenderedVariant
+from .render import RenderedVariant
 from .sources import extra_source_tree, package_dir, source_date_epoch, source_tree
-from .toolkit import msvc
-from .toolkit.buildenv import EXTRA_SOURCES_DIR
+from .toolkit.buildenv import EXTRA_SOURCES_DIR, PREPARE_SCRIPT, STATS_SCRIPT
 from .toolkit.provision import Toolkit
 from .untrusted.cache import SEAL
 from .untrusted.shown import shown
@@ -208,17 +208,8 @@ def run_cibuildwheel(
             "WHEELFACTORY_COMPILER_CACHE_STATS": str(stats.resolve()) if compiler_cache else "",
         }
     )
-    host_compiler = None
-    if info.os == "linux":
-        assert image is not None and info.image_option is not None
-        env["CIBW_CONTAINER_ENGINE"] = host.container_engine()
-        env["CIBW_" + info.image_option.upper().replace("-", "_")] = image
-    else:  # on the Windows host itself: the MSVC toolset this release's nvcc accepts, set up by vcvarsall.bat
-        env["WHEELFACTORY_SOURCES"] = str((staged / EXTRA_SOURCES_DIR).resolve())
-        release = toolkit_table().releases[variant.cuda.toolkit]
-        chosen_msvc = msvc.environment(variant.cuda.toolkit, release.msvc, variant.recipe.allow_unsupported_compiler)
-        env.update(chosen_msvc.environment)
-        host_compiler = f"MSVC {chosen_msvc.toolset}"
+    added, host_compiler = platform_of(info.os).build_run(variant, info, image, staged)
+    env.update(added)
     env.update(extra_env or {})
     # cibuildwheel wants the package inside its working directory, and tars that whole directory.
     cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out.resolve()), "."]
@@ -267,29 +258,3 @@ def run_cibuildwheel(
         BuiltWheel(variant, cell, path, image, toolkit, run, timings={"build": per_wheel})
         for cell, path in _wheels_by_cell(out, cells, log).items()
     ]
-
-
-# Where the Windows build container sees the project and the factory's cache.
-CONTAINER_PROJECT = "C:\\project"
-CONTAINER_CACHE = "C:\\wheelfactory-cache"
-
-
-def windows_container_command(
-    engine: str, image: str, root: Path, cache: Path, cuda: int, args: list[str]
-) -> list[str]:
-    """The same build, run by nox inside a Windows build container (docker/windows/Dockerfile) on a Windows
-    Docker host: the project and the factory's cache are mounted, so wheels land in the project's dist/ and
-    downloads stay warm between runs."""
-    command = [
-        engine,
-        "run",
-        "--rm",
-        "--volume",
-        f"{root}:{CONTAINER_PROJECT}",
-        "--volume",
-        f"{cache}:{CONTAINER_CACHE}",
-    ]
-    command += ["--env", f"WHEELFACTORY_CACHE={CONTAINER_CACHE}"]
-    command += ["--env", f"CIBW_CACHE_PATH={CONTAINER_CACHE}\\cibuildwheel"]  # the CPythons cibuildwheel fetches
-    command += ["--workdir", CONTAINER_PROJECT, image]
-    return [*command, "python", "-m", "nox", "-s", f"build-cuda{cuda}", "--", *args]

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .components import platforms
+from .components import operating_system, platforms
 from .errors import EXIT_INPUT, EXIT_TOOL, BadBytes, InputError, ToolFailure, UserError
 from .host import machine as host_machine
 from .inputs.references import image_problem
@@ -18,8 +18,8 @@ from .progress import console
 from .render import render_plan, stale_files, write
 from .untrusted.shown import one_line
 
-# The machines Linux wheels are built for: this host's natively, another under QEMU.
-ARCHS = sorted(p.cibw_arch for p in platforms().values() if p.os == "linux")
+# The machines wheels built in an image (Linux) are built for: this host's natively, another under QEMU.
+ARCHS = sorted(p.cibw_arch for p in platforms().values() if operating_system(p.os).builds_in_image)
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -95,9 +95,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 def _build_in_container(args: argparse.Namespace) -> int:
     """`build --platform windows --container IMAGE`: the same build inside a Windows build container."""
     from . import host
-    from .build import windows_container_command
+    from .platforms.windows import container_command
 
-    if args.platform != "windows":
+    if args.platform is None or operating_system(args.platform).builds_in_image:
         raise UserError("--container is for Windows builds (--platform windows); Linux builds run in --image")
     if host.platform_name() != "windows-amd64":
         raise UserError("a Windows build container runs on a Windows Docker host — this one is not")
@@ -105,7 +105,7 @@ def _build_in_container(args: argparse.Namespace) -> int:
     inner += [a for recipe in args.recipe for a in ("--recipe", recipe)]
     inner += ["--platform", "windows", *(["--matrix", args.matrix] if args.matrix else [])]
     inner += ["--no-compiler-cache"] if args.no_compiler_cache else []
-    command = windows_container_command(
+    command = container_command(
         host.container_engine(), args.container, _root(args).resolve(), host.cache_dir(), args.cuda, inner
     )
     console.print(" ".join(command), markup=False)

@@ -335,18 +335,19 @@ class OperatingSystem(_Frozen):
     """What differs between the OSes the factory builds for, as facts (data/operating_systems.yaml); what each one
     does differently is its object in platforms/."""
 
+    builds_in_image: bool
+    built_on: str  # where its wheels are built, in words
     binary_format: Literal["elf", "pe"]
-    library_names: tuple[str, ...]  # fnmatch patterns of its libraries' names, lower case
+    stable_abi_infix: str | None
+    binary_suffixes: tuple[str, ...]  # what its binaries are named (lower case); () = any file of its format
     case_sensitive_names: bool
     sys_platform: str
     platform_system: str
     classifier: str
     toolkit_lib_dir: str
     executable_suffix: str
-
-    def is_library(self, name: str) -> bool:
-        """Whether a library name (or pattern) is one of this OS's: a DLL's on Windows, a soname on Linux."""
-        return any(fnmatch.fnmatchcase(name.lower(), pattern) for pattern in self.library_names)
+    no_wheel_marker: str  # formatted with the machine (cibuildwheel's arch)
+    no_wheel_where: str  # likewise
 
 
 @cache

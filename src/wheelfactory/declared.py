@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from .components import OS, ComponentMajor, component_table, platforms
+from .components import OS, ComponentMajor, component_table, operating_system, platforms
 from .inputs import DRIVER
 from .plan import Variant
 
@@ -154,32 +154,30 @@ def _where_a_wheel_exists(entry: ComponentMajor, variant: Variant) -> str:
     conditions = []
     for platform in variant.platforms():
         info = platforms()[platform]
-        if entry.layout(info.os, info.cibw_arch) is not None:
-            continue
-        if info.os == "windows":
-            conditions.append('sys_platform != "win32"')
-        else:
-            conditions.append(f'platform_machine != "{info.cibw_arch}"')
+        if entry.layout(info.os, info.cibw_arch) is None:
+            conditions.append(operating_system(info.os).no_wheel_marker.format(arch=info.cibw_arch))
     return " ; " + " and ".join(dict.fromkeys(conditions)) if conditions else ""
 
 
 def excluded_libraries(variant: Variant, os: OS) -> list[str]:
     """The driver, every library shipped by a distribution the recipe declares (cuBLAS brings cuBLASLt), and
     those its provided_libraries come from another dependency (torch's)."""
-    table = component_table()
+    table, os_facts = component_table(), operating_system(os)
     declared = {
         entry.distribution
         for name in [*variant.recipe.components, *variant.recipe.optional]
         if (entry := table.get(name, variant.major))
     }
-    excluded = [table.driver.linux if os == "linux" else table.driver.windows]
+    excluded = [table.driver.on(os)]
     for name in table.names():
         entry = table.get(name, variant.major)
         layout = entry.layout(os) if entry and entry.distribution in declared else None
         if layout:
             excluded.extend(p for p in layout.libraries if p not in excluded)
     for provided in variant.recipe.provided_libraries.values():
-        excluded.extend(p for p in provided.libraries if is_dll(p) == (os == "windows") and p not in excluded)
+        excluded.extend(
+            p for p in provided.libraries if is_dll(p) == (os_facts.binary_format == "pe") and p not in excluded
+        )
     return excluded
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import get_args
 
 from packaging.version import Version
 
@@ -129,6 +130,6 @@ def code_facts(
         "sass": sorted(set(sass)),
         "ptx": sorted(set(ptx)),
         "ptx_isa": "{}.{}".format(*ptx_isa) if ptx_isa else None,
-        "minimum_driver": {os: minimum_driver(major, isas, os, zstd).version for os in ("linux", "windows")},
-        "sass_driver": {os: minimum_driver(major, [], os, zstd).version for os in ("linux", "windows")},
+        "minimum_driver": {os: minimum_driver(major, isas, os, zstd).version for os in get_args(OS)},
+        "sass_driver": {os: minimum_driver(major, [], os, zstd).version for os in get_args(OS)},
     }

@@ -23,10 +23,11 @@ from .binaries import wheelcheck
 from .binaries.wheelfile import WheelName
 from .build import run_cibuildwheel, select_cells
 from .built import BuiltWheel
-from .components import platforms
+from .components import operating_system, platforms
 from .errors import UserError
 from .image import check_interpreters, ensure_image
 from .plan import Cell, Plan, Variant, make_plan
+from .platforms import platform_of
 from .progress import console, step
 from .pytorch.index_pages import describe, write_torch_indexes
 from .render import RenderedVariant, render_plan
@@ -69,15 +70,14 @@ def _target_platform(request: BuildRequest) -> str:
         raise UserError(f"this host ({here}) is not a platform the factory builds for")
     host_os = platforms()[here].os
     if request.platform and request.platform != host_os:
+        asked, this = operating_system(request.platform), operating_system(host_os)
         raise UserError(
-            "Windows wheels are built on Windows (the release pipeline's Windows runners); on this "
-            "Linux host use --platform linux"
-            if request.platform == "windows"
-            else "Linux wheels are built on a Linux host (in a manylinux container)"
+            f"{asked.platform_system} wheels are built on {asked.built_on}; on this {this.platform_system} host use "
+            f"--platform {host_os}"
         )
     if request.arch is None or request.arch == platforms()[here].cibw_arch:
         return here
-    if host_os != "linux":
+    if not operating_system(host_os).builds_in_image:
         raise UserError(f"--arch {request.arch}: only Linux builds run another machine's image (under QEMU)")
     return f"linux-{request.arch}"  # ensure_image checks that this host can emulate it
 
@@ -184,7 +184,7 @@ def existing(
             f"(they build {made})"
         )
     chosen = image or variant.cuda.platforms[name.platform].image
-    if name.os == "linux":
+    if operating_system(name.os).builds_in_image:
         if chosen is None:
             message = f"{matrix_name} names no {name.platform} image for CUDA {variant.major} — pass --image"
             raise UserError(f"{wheel.name}: {message}")
@@ -219,8 +219,11 @@ def smoke_existing(
         variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
         if variant is None:
             raise UserError(f"{wheel.name}: no recipe × CUDA major in {matrix_name} renders {name.distribution}")
-        if name.os == "windows" and host.platform_name() != "windows-amd64":
-            raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this Linux host cannot")
+        here = platforms().get(host.platform_name())
+        if platform_of(name.os).smoke_machine == "host" and (here is None or here.os != name.os):
+            system = operating_system(name.os).platform_system
+            this = f"{operating_system(here.os).platform_system} " if here else ""
+            raise UserError(f"{wheel.name}: a {system} wheel is smoke-tested on {system} — this {this}host cannot")
         builts.append(existing(wheel, variant, image, matrix_name, tuple(pythons or ())))
     records = check_wheels(builts)
     summary(records)

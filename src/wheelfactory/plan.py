@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from .binaries.wheelfile import WheelAbi, cpython_tag, python_tag
-from .components import OS, component_table, platforms, toolkit_table
+from .components import OS, component_table, operating_system, platforms, toolkit_table
 from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, TorchRelease, load_matrix, load_recipe, requires_python
 from .untrusted.shown import shown
@@ -175,7 +175,7 @@ def platform_args(platform: str) -> tuple[str, ...]:
     """How a build command names a matrix platform: its OS, and for Linux its machine (a native runner's own;
     elsewhere, QEMU's)."""
     info = platforms()[platform]
-    return ("--platform", info.os, *(("--arch", info.cibw_arch) if info.os == "linux" else ()))
+    return ("--platform", info.os, *(("--arch", info.cibw_arch) if operating_system(info.os).builds_in_image else ()))
 
 
 @dataclass(frozen=True)

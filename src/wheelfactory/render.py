@@ -28,7 +28,7 @@ from .components import (
     component_table,
     gpu_generations,
     install_layouts,
-    platforms,
+    operating_system,
     product_table,
     toolkit_table,
 )
@@ -36,7 +36,6 @@ from .declared import (
     CLASSIFIER_GPU,
     VARIANT_MODULE,
     dependencies,
-    excluded_libraries,
     extras,
     nvidia_dependencies,
     torch_requirement,
@@ -46,6 +45,7 @@ from .declared import (
 from .errors import InputError, Problem, UserError
 from .gpus import code_facts, products_covered, runs_on
 from .plan import Plan, Variant
+from .platforms import PLATFORMS
 from .source_metadata import (
     Readme,
     SourceText,
@@ -58,11 +58,7 @@ from .source_metadata import (
     source_requirements,
 )
 from .sources import package_dir, source_tree
-from .toolkit.buildenv import architectures, cibuildwheel_value, linux_environment, windows_environment
 
-# The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
-PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"
-STATS_SCRIPT = ".wheelfactory/compiler-cache-stats.sh"
 # Fields the variant sets itself, whatever the source's pyproject says.
 VARIANT_FIELDS = ("name", "description", "readme", "requires-python", "classifiers")
 # The factory's tables in a variant's pyproject.toml (the source's own, if any, are replaced).
@@ -162,18 +158,6 @@ def layouts_note(variant: Variant, code: str) -> str:
     return f" It works installed with {works}. It does not work installed with {fails}."
 
 
-def linux_repair_command(variant: Variant) -> str:
-    """auditwheel repair that grafts ordinary libraries but never the driver or a declared CUDA library."""
-    excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in excluded_libraries(variant, "linux"))
-    # Then the compiler cache's totals, for the report.
-    return f"auditwheel repair --only-plat -w {{dest_dir}} {excludes} {{wheel}} && sh {{project}}/{STATS_SCRIPT}"
-
-
-def windows_repair_command(variant: Variant) -> str:
-    """delvewheel repair that vendors ordinary DLLs but never nvcuda.dll or a declared CUDA DLL (';' on Windows)."""
-    return f'delvewheel repair --exclude "{";".join(excluded_libraries(variant, "windows"))}" -w {{dest_dir}} {{wheel}}'
-
-
 def merged_classifiers(source: list[str], variant: list[str]) -> list[str]:
     """The source's classifiers but those that describe a build, then the variant's: its build classifiers say
     what this wheel is, and its Development Status stands only where the source states none."""
@@ -187,41 +171,8 @@ def template_context(
     variant: Variant, matrix_file: str, root: Path, tree: Path, siblings: list[Variant]
 ) -> dict[str, object]:
     """What the templates render for a variant; `siblings`, the recipe's variants of the other CUDA majors."""
-    by_os: dict[str, list[str]] = {"linux": [], "windows": []}
-    for name in variant.platforms():
-        by_os[platforms()[name].os].append(name)
-    linux = None
-    if by_os["linux"]:
-        images = {}
-        for name in by_os["linux"]:
-            option = platforms()[name].image_option
-            image = variant.cuda.platforms[name].image
-            if option and image:
-                images[option] = image
-        first, *others = [name for name in variant.platforms_defaults_first() if name in by_os["linux"]]
-        linux = {
-            "archs": [platforms()[n].cibw_arch for n in by_os["linux"]],
-            "images": images,
-            "repair": linux_repair_command(variant),
-            "environment": {k: cibuildwheel_value(v) for k, v in linux_environment(variant, first).items()},
-            "before_all": f"sh {{project}}/{PREPARE_SCRIPT}",
-            # A platform whose GPU architectures differ gets them (and the recipe's variables, which may build on
-            # them) again, appended to the environment for its builds.
-            "overrides": {
-                f"*-{platforms()[name].identifier}": {
-                    k: cibuildwheel_value(v) for k, v in {**architectures(variant, name), **variant.environment}.items()
-                }
-                for name in others
-                if variant.cuda_archs(name) != variant.cuda_archs(first)
-            },
-        }
-    windows = None
-    if by_os["windows"]:
-        windows = {
-            "archs": [platforms()[n].cibw_arch for n in by_os["windows"]],
-            "repair": windows_repair_command(variant),
-            "environment": {k: cibuildwheel_value(v) for k, v in windows_environment(variant).items()},
-        }
+    # Each OS's [tool.cibuildwheel.<os>] table (None: the variant builds nothing for it), and its classifier.
+    tables: dict[str, object] = {os: platform.cibuildwheel_options(variant) for os, platform in PLATFORMS.items()}
     pythons = sorted({p for c in variant.cells for p in c.pythons}, key=lambda v: tuple(int(p) for p in v.split(".")))
     classifiers = [
         "Development Status :: 4 - Beta",
@@ -229,10 +180,7 @@ def template_context(
         "Programming Language :: Python :: 3",
         *(f"Programming Language :: Python :: {v}" for v in pythons),
     ]
-    if by_os["linux"]:
-        classifiers.append("Operating System :: POSIX :: Linux")
-    if by_os["windows"]:
-        classifiers.append("Operating System :: Microsoft :: Windows")
+    classifiers += [operating_system(os).classifier for os in PLATFORMS if tables[os] is not None]
     classifiers = merged_classifiers(setup_py_classifiers(tree), classifiers)
     project = source_project(tree)
     readme = variant_readme(variant, source_readme(tree, project, root))
@@ -263,8 +211,7 @@ def template_context(
         "extras": variant_extras(variant, source_extras(tree) if project is None else {}),
         "classifiers": classifiers,
         "identifiers": [cell.identifier for cell in variant.cells],
-        "linux": linux,
-        "windows": windows,
+        **tables,
         # What setup.py keeps providing when the source has no [project] table of its own.
         "dynamic": setup_py_fields(tree),
         "gpu_checks": [(check.name, check.run) for check in variant.recipe.gpu_checks],

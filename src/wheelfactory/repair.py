@@ -25,6 +25,7 @@ from .built import BuiltWheel, RpathChange
 from .declared import VARIANT_MODULE, origin_entry, rpath_dirs
 from .errors import ToolFailure
 from .gpus import CodeSummary, code_facts, products_covered
+from .platforms import platform_of
 
 
 def wanted_rpath(member: str, current: tuple[str, ...], site_dirs: list[str], python: str) -> tuple[str, ...]:
@@ -114,7 +115,7 @@ def repair(built: BuiltWheel, out_dir: Path) -> None:
         tree = unpack(built.path, Path(scratch) / "tree")
         binaries = read_binaries(tree, name.os)
         changes: list[RpathChange] = []
-        for member, binary in binaries.items() if name.os == "linux" else ():
+        for member, binary in binaries.items() if platform_of(name.os).sets_rpath else ():
             if binary.unreadable:
                 continue  # the audit rejects it; patchelf is not handed what the readers refused
             site_dirs = list(rpath_dirs(built.variant, binary.needed).values())

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from .. import host
+from ..components import operating_system
 from ..errors import ToolFailure
 from ..untrusted.shown import shown
 from .wheelfile import Binary, WheelName
@@ -49,7 +50,8 @@ def python_abi_problems(wheel: Path, name: WheelName, binaries: Iterable[Binary]
                 if _LIBPYTHON.match(lib) or _PYTHON_DLL.match(lib)
             ]
         elif binary.importable:
-            if name.os == "linux" and ".abi3." not in file_name:
+            infix = operating_system(name.os).stable_abi_infix
+            if infix is not None and infix not in file_name:
                 problems.append(
                     f"{member}: an extension module built for one CPython in a {name.python_tag} wheel — build it "
                     "with the limited API (Py_LIMITED_API, setuptools' py_limited_api)"

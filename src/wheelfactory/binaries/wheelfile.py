@@ -9,6 +9,7 @@ import email.parser
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -19,7 +20,7 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_fi
 from packaging.version import InvalidVersion, Version
 
 from .. import host
-from ..components import OS, platforms
+from ..components import OS, operating_system, platforms
 from ..errors import BadBytes
 from ..untrusted import archives
 from ..untrusted.shown import shown
@@ -242,50 +243,85 @@ def module_name(member: str) -> str | None:
     return ".".join([*path.parent.parts, path.name.split(".")[0]])
 
 
+def _read_elf(path: Path, member: str) -> Binary:
+    info = read_elf(path)
+    return Binary(
+        member,
+        "elf",
+        info.needed,
+        (),
+        info.rpath,
+        info.runpath,
+        info.version_needs,
+        info.device_code,
+        info.python_inits,
+        _device_code(path, "elf") if info.device_code else (),
+        info.machine,
+    )
+
+
+def _read_pe(path: Path, member: str) -> Binary:
+    found = read_pe(path)
+    return Binary(
+        member,
+        "pe",
+        found.imports,
+        found.delay_imports,
+        device_code=found.device_code,
+        python_inits=found.python_inits,
+        fatbin=_device_code(path, "pe") if found.device_code else (),
+        machine=found.machine,
+    )
+
+
+@dataclass(frozen=True)
+class _Format:
+    """How a binary format is read: whether a file is one, its reader, its fatbin sections, and those of its
+    relocatable device code."""
+
+    recognizes: Callable[[Path], bool]
+    read: Callable[[Path, str], Binary]
+    sections: Callable[[Path], list[bytes]]
+    relocatable: Callable[[Path], list[bytes]]
+
+
+_FORMATS = {
+    "elf": _Format(
+        is_elf,
+        _read_elf,
+        elf.device_code_sections,
+        lambda path: elf.device_code_sections(path, elf.RELOCATABLE_DEVICE_CODE_SECTION),
+    ),
+    # A PE file is one by its name (the OS's binary_suffixes); where it keeps relocatable device code is not known.
+    "pe": _Format(lambda _: True, _read_pe, pe.device_code_sections, lambda _: []),
+}
+
+
 def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
     """The binary at `path` (wheel member `member`) read, or None when it is no binary of the wheel's OS. One
     that cannot be read within the readers' bounds comes back `unreadable`, for the audit to reject."""
-    if os_name == "linux" and not is_elf(path):
-        return None
-    if os_name == "windows" and path.suffix.lower() not in (".pyd", ".dll"):
+    facts = operating_system(os_name)
+    binary_format = _FORMATS[facts.binary_format]
+    if (facts.binary_suffixes and path.suffix.lower() not in facts.binary_suffixes) or not binary_format.recognizes(
+        path
+    ):
         return None
     try:
-        if os_name == "linux":
-            info = read_elf(path)
-            return Binary(
-                member,
-                "elf",
-                info.needed,
-                (),
-                info.rpath,
-                info.runpath,
-                info.version_needs,
-                info.device_code,
-                info.python_inits,
-                read_device_code(path, os_name) if info.device_code else (),
-                info.machine,
-            )
-        found = read_pe(path)
-        return Binary(
-            member,
-            "pe",
-            found.imports,
-            found.delay_imports,
-            device_code=found.device_code,
-            python_inits=found.python_inits,
-            fatbin=read_device_code(path, os_name) if found.device_code else (),
-            machine=found.machine,
-        )
+        return binary_format.read(path, member)
     except BadBytes as exc:
-        return Binary(member, "elf" if os_name == "linux" else "pe", (), unreadable=str(exc))
+        return Binary(member, facts.binary_format, (), unreadable=str(exc))
 
 
 def read_device_code(path: Path, os_name: OS) -> tuple[DeviceCode, ...]:
     """Every entry of the binary's fatbin section(s), then the PTX its relocatable device code can be JIT-linked
     from (ELF only: where a PE image keeps relocatable device code is not known here). Read for a wheel's binaries
     only (NVIDIA's libraries carry hundreds of megabytes of it, which nothing here needs)."""
-    sections = elf.device_code_sections(path) if os_name == "linux" else pe.device_code_sections(path)
-    relocatable = elf.device_code_sections(path, elf.RELOCATABLE_DEVICE_CODE_SECTION) if os_name == "linux" else []
+    return _device_code(path, operating_system(os_name).binary_format)
+
+
+def _device_code(path: Path, binary_format: str) -> tuple[DeviceCode, ...]:
+    sections = _FORMATS[binary_format].sections(path)
+    relocatable = _FORMATS[binary_format].relocatable(path)
     try:
         linked = [entry for section in sections for entry in read_fatbin(section)]
         objects = [entries for section in relocatable for entries in read_fatbin_containers(section)]

@@ -9,7 +9,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from pydantic import Field
 
-from ..components import component_table, cpython_range, platforms, toolkit_table
+from ..components import component_table, cpython_range, operating_system, platforms, toolkit_table
 from ..errors import InputError, Problem
 from ..untrusted.shown import shown
 from .references import hosted_runner_is_arm, image_problem, names_machine, runner_problem
@@ -211,7 +211,7 @@ def _check_platform(name: str, settings: PlatformSettings, at: Loc, src: SourceM
     if name not in platforms():
         return [src.problem(at, f"unknown platform {name!r} — {_platform_hint(name)}", key=True)]
     platform = platforms()[name]
-    is_linux = platform.os == "linux"
+    is_linux = operating_system(platform.os).builds_in_image
     problems = []
     if is_linux and settings.image is None:
         message = "a Linux platform needs an image — add image: quay.io/pypa/manylinux_2_28_x86_64 (or the aarch64 one)"

@@ -8,7 +8,7 @@ import keyword
 import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -18,7 +18,7 @@ from pydantic import BeforeValidator, Discriminator, Field, Tag
 from pydantic_core import PydanticCustomError
 
 from ..binaries.wheelfile import WheelAbi
-from ..components import component_table, install_layouts, platforms, toolkit_table
+from ..components import OS, component_table, install_layouts, operating_system, platforms, toolkit_table
 from ..errors import InputError, Problem
 from ..untrusted.shown import shown
 from .matrix import Matrix
@@ -252,7 +252,12 @@ def check_recipe(
     majors = {entry.major: entry for entry in matrix.cuda}
     wanted = [m for m in (recipe.cuda if recipe.cuda is not None else list(majors)) if m in majors]
     built_platforms = {m: [p for p in majors[m].platforms if recipe.builds_on(p)] for m in wanted}
-    windows = any(p in platforms() and platforms()[p].os == "windows" for ps in built_platforms.values() for p in ps)
+    # Where it builds for an OS that does not tell names apart by case (Windows: its variables, its file names).
+    windows = any(
+        p in platforms() and not operating_system(platforms()[p].os).case_sensitive_names
+        for ps in built_platforms.values()
+        for p in ps
+    )
     checks: list[tuple[set[str], Callable[[], list[Problem]]]] = [
         ({"name"}, lambda: _check_name(recipe, src, recipe_dir)),
         ({"import", "version", "summary", "gpu_checks", "smoke"}, lambda: _check_identity(recipe, src)),
@@ -335,7 +340,7 @@ def _check_provided_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:
     CUDA's (those come from NVIDIA's wheels, as components)."""
     table = component_table()
     majors = sorted({m for c in table.components.values() for m in c.majors})
-    cuda = [p for major in majors for os in ("linux", "windows") for p in table.all_libraries(major, os)]
+    cuda = [p for major in majors for os in get_args(OS) for p in table.all_libraries(major, os)]
     problems = []
     for name, provided in recipe.provided_libraries.items():
         at: Loc = ("provided_libraries", name)

@@ -46,8 +46,10 @@ from typing import Any
 
 from ..binaries.wheelfile import compatible_platforms
 from ..built import BuiltWheel
+from ..components import operating_system
 from ..declared import torch_requirement
 from ..errors import ToolFailure, UserError
+from ..platforms import platform_of
 from ..pytorch.install import TorchInstall, torch_install
 from .installs import download_requirements, shared_install, standin_variant
 from .machines import ContainerMachine, HostMachine, Machine
@@ -65,16 +67,22 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
     """Tiers 1 and 2 on a clean machine for each CPython the wheel is smoke-tested on (its own; the oldest and the
     newest of those an abi3 or py3-none wheel serves), tier 3 on this one meanwhile."""
     name, wheel = built.name, built.path.resolve()
-    if name.os == "linux" and built.image is None:
-        raise UserError(f"{wheel.name}: a Linux wheel is smoke-tested in a container — give an image")
-    if name.os == "windows" and sys.platform != "win32":
-        raise UserError(f"{wheel.name}: a Windows wheel is smoke-tested on Windows — this host cannot")
+    machine_kind, system = platform_of(name.os).smoke_machine, operating_system(name.os)
+    if machine_kind == "container" and built.image is None:
+        raise UserError(
+            f"{wheel.name}: a {system.platform_system} wheel is smoke-tested in a container — give an image"
+        )
+    if machine_kind == "host" and sys.platform != system.sys_platform:
+        raise UserError(
+            f"{wheel.name}: a {system.platform_system} wheel is smoke-tested on {system.platform_system} — this host "
+            "cannot"
+        )
     pythons = built.smoke_pythons
     torch = torch_installs(built, pythons)
     pinned = next(iter(torch.values())).nvidia if torch else None
     nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v, pinned) for v in ("floors", "newest")}
     # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
-    image = built.image if name.os == "linux" else None  # the clean machine: a container of it, else this host
+    image = built.image if machine_kind == "container" else None  # the clean machine: a container of it, or this host
     runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
     decoys = nvrtc_decoys(built.variant) if image else ()
     with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8) as pool:

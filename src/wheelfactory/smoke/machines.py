@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from importlib.resources import as_file, files
@@ -232,7 +232,9 @@ class HostMachine:
         raise ToolFailure(f"no Python {self.python_version} on this host to smoke-test its wheel — install it")
 
     def _venv_python(self, venv: Path) -> str:
-        return str(venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
+        # bin/python, or Scripts\\python.exe on Windows: this host's venv layout.
+        scripts = sysconfig.get_path("scripts", "venv", vars={"base": str(venv)})
+        return str(Path(scripts) / f"python{sysconfig.get_config_var('EXE') or ''}")
 
     def create_venvs(self) -> tuple[str, list[Layout]]:
         base = self._base_python()

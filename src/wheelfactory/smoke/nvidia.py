@@ -17,11 +17,12 @@ from packaging.version import Version
 
 from .. import host
 from ..binaries.wheelfile import WheelName, extras, metadata, unpack
-from ..components import OS
+from ..components import OS, operating_system
 from ..errors import ToolFailure, fetched
+from ..platforms import platform_of
 from ..progress import step
 from ..sources import index_urls, project_files
-from ..toolkit.provision import Toolkit, download_wheels, pip_platform_tags
+from ..toolkit.provision import Toolkit, download_wheels
 from ..untrusted.cache import reusable, seal
 
 
@@ -31,8 +32,8 @@ def marker_environment(name: WheelName) -> dict[str, str]:
     python = {"python_version": name.python, "python_full_version": f"{name.python}.0"} if name.abi != "none" else {}
     return {
         **{key: str(value) for key, value in default_environment().items()},
-        "sys_platform": "win32" if name.os == "windows" else "linux",
-        "platform_system": "Windows" if name.os == "windows" else "Linux",
+        "sys_platform": operating_system(name.os).sys_platform,
+        "platform_system": operating_system(name.os).platform_system,
         "platform_machine": name.arch,
         **python,
     }
@@ -70,7 +71,7 @@ NvidiaVersions = Literal["floors", "newest"]
 
 def _lowest(requirement: Requirement, os_name: OS, arch: str) -> Version:
     """The lowest version of `requirement` with a wheel for this OS and machine on pip's indexes."""
-    platforms = {*pip_platform_tags(os_name, arch), "any"}
+    platforms = {*platform_of(os_name).pip_platform_tags(arch), "any"}
     found = []
     for index in index_urls():
         for file_name, _ in project_files(index, requirement.name):

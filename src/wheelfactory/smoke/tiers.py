@@ -20,7 +20,7 @@ from ..binaries.wheelfile import (
     with_extras,
 )
 from ..built import BuiltWheel
-from ..components import NO_WHEEL, component_table, toolkit_table
+from ..components import NO_WHEEL, component_table, operating_system, toolkit_table
 from ..declared import (
     CLASSIFIER_GPU,
     extras,
@@ -77,7 +77,7 @@ def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
     """One per extension module of the wheel (and per library named like one, which ctypes loads)."""
     variant, name = built.variant, built.name
     table = component_table()
-    driver = (table.driver.linux if name.os == "linux" else table.driver.windows).lower()
+    driver = table.driver.on(name.os).lower()
     found = []
     for binary in sorted(built.binaries.values(), key=lambda b: b.member):
         if binary.module is None:
@@ -226,7 +226,7 @@ def optional_without_wheel(built: BuiltWheel) -> str | None:
     optional = [table.get(c, built.variant.major) for c in built.variant.recipe.optional]
     if not optional or any(e is not None and e.layout(name.os, name.arch) is not None for e in optional):
         return None
-    where = "windows" if name.os == "windows" else f"linux {name.arch}"
+    where = operating_system(name.os).no_wheel_where.format(arch=name.arch)
     return NO_WHEEL.format(distribution="", where=where).strip()  # whichever distribution it names
 
 
@@ -277,7 +277,7 @@ def nvrtc_compile(built: BuiltWheel, site: str, pythonpath: str | None) -> list[
     if layout is None:
         return []
     arch = max(variant.cuda_archs(built.cell.platform))
-    folder = layout.lib_dir if built.name.os == "linux" else layout.dll_dir
+    folder = layout.folder
     library = f"{glob.escape(site)}/**/{folder}/{layout.libraries[0]}"
     statement = NVRTC_COMPILE.format(package=variant.recipe.import_name, library=library, arch=arch)
     _, spec = _expect(statement, "ok", site=site, pythonpath=pythonpath)

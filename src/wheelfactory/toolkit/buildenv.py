@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 
-from ..components import toolkit_table
 from ..inputs import PYPI
 from ..plan import Variant
 
@@ -118,51 +117,8 @@ def torch_index(variant: Variant) -> dict[str, str]:
     return {"PIP_EXTRA_INDEX_URL": f"$PIP_EXTRA_INDEX_URL {torch.index}"}
 
 
-def linux_environment(
-    variant: Variant, platform: str, prefix: str = CONTAINER_PREFIX, host_compiler_dir: str = HOST_COMPILER_DIR
-) -> dict[str, str]:
-    """The variables of the build on `platform`, in the order they may refer to each other; values are shell
-    words for cibuildwheel."""
-    release = toolkit_table().releases[variant.cuda.toolkit]
-    return {
-        "CUDA_HOME": prefix,
-        "CUDA_PATH": "$CUDA_HOME",
-        "CUDAToolkit_ROOT": "$CUDA_HOME",
-        "CUDACXX": "$CUDA_HOME/bin/nvcc",
-        "PATH": "$CUDA_HOME/bin:$PATH",
-        "LIBRARY_PATH": "$CUDA_HOME/lib64/stubs",
-        "LD_LIBRARY_PATH": "$CUDA_HOME/lib64",
-        # The prepare step picks the host compiler for nvcc from these.
-        "WHEELFACTORY_CUDA_TOOLKIT": variant.cuda.toolkit,
-        "WHEELFACTORY_GCC_MAX": str(release.gcc),
-        "WHEELFACTORY_ALLOW_UNSUPPORTED_COMPILER": "1" if variant.recipe.allow_unsupported_compiler else "0",
-        "NVCC_PREPEND_FLAGS": " ".join([f"-ccbin {host_compiler_dir}/g++", *nvcc_flags(variant)]),
-        "CUDAHOSTCXX": f"{host_compiler_dir}/g++",
-        **architectures(variant, platform),
-        # The compiler cache (the host's, empty when the build runs without one): nvcc's wrapper and CC/CXX use it.
-        "WHEELFACTORY_SCCACHE": "/host$WHEELFACTORY_COMPILER_CACHE",
-        "SCCACHE_DIR": "/host$WHEELFACTORY_COMPILER_CACHE_DIR",
-        "CC": f"{CACHED_COMPILER_DIR}/cc",
-        "CXX": f"{CACHED_COMPILER_DIR}/c++",
-        # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
-        "LDFLAGS": "-Wl,--as-needed",
-        **torch_index(variant),
-        # Last, so that they may build on the factory's ("$LDFLAGS -Wl,...", "$NVCC_GENCODE").
-        **with_extra_sources(variant, CONTAINER_SOURCES),
-    }
+# The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
 
-
-def windows_environment(variant: Variant) -> dict[str, str]:
-    """On a Windows runner the prefix is a host path; nvcc finds cl.exe from the Visual Studio environment."""
-    flags = " ".join(nvcc_flags(variant))
-    return {
-        "CUDA_HOME": "$WHEELFACTORY_CUDA_PREFIX",
-        "CUDA_PATH": "$CUDA_HOME",
-        "CUDAToolkit_ROOT": "$CUDA_HOME",
-        "CUDACXX": "$CUDA_HOME/bin/nvcc.exe",
-        "PATH": "$CUDA_HOME/bin;$PATH",
-        **({"NVCC_PREPEND_FLAGS": flags} if flags else {}),
-        **architectures(variant, "windows-amd64"),
-        **torch_index(variant),
-        **with_extra_sources(variant, None),
-    }
+# The build tree's scripts that run in the Linux build container (copied from wheelfactory/data by the build).
+PREPARE_SCRIPT = ".wheelfactory/prepare-build.sh"
+STATS_SCRIPT = ".wheelfactory/compiler-cache-stats.sh"

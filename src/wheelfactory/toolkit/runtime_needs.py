@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from ..binaries.elf import is_elf, named_libraries, read_elf
 from ..binaries.pe import named_dlls, read_pe
 from ..binaries.wheelfile import metadata
-from ..components import OS, component_table
+from ..components import OS, component_table, operating_system
 from ..errors import ToolFailure
 
 TABLE = "src/wheelfactory/data/cuda_components.yaml"
@@ -44,10 +44,24 @@ def _runtime_components(major: int, os: OS) -> list[str]:
 def _library_files(site: Path, component: str, major: int, os: OS) -> list[Path]:
     entry = component_table().get(component, major)
     layout = entry.layout(os) if entry else None
-    folder = (layout.lib_dir if os == "linux" else layout.dll_dir) if layout else None
+    folder = layout.folder if layout else None
     if layout is None or folder is None or not (site / folder).is_dir():
         return []
     return sorted({p for pattern in layout.libraries for p in (site / folder).glob(pattern) if not p.is_symlink()})
+
+
+def _elf_needs(library: Path) -> tuple[set[str], frozenset[str]]:
+    elf = is_elf(library)
+    return (set(read_elf(library).needed) if elf else set()), (named_libraries(library) if elf else frozenset())
+
+
+def _pe_needs(library: Path) -> tuple[set[str], frozenset[str]]:
+    info = read_pe(library)
+    return {*info.imports, *info.delay_imports}, named_dlls(library)
+
+
+# Per binary format: what a library links, and what it opens by name.
+_READ_NEEDS = {"elf": _elf_needs, "pe": _pe_needs}
 
 
 def read_needs(site: Path, wheels: list[Path], major: int, os: OS) -> list[Need]:
@@ -57,13 +71,7 @@ def read_needs(site: Path, wheels: list[Path], major: int, os: OS) -> list[Need]
     found: list[Need] = []
     for component in runtime:
         for library in _library_files(site, component, major, os):
-            if os == "linux":
-                elf = is_elf(library)
-                linked = set(read_elf(library).needed) if elf else set()
-                named = named_libraries(library) if elf else frozenset()
-            else:
-                info = read_pe(library)
-                linked, named = {*info.imports, *info.delay_imports}, named_dlls(library)
+            linked, named = _READ_NEEDS[operating_system(os).binary_format](library)
             for name in sorted(linked | named):
                 owner = table.owner_of(name, major, os, runtime)
                 if owner and owner != component:
