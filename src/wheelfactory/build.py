@@ -22,7 +22,7 @@ from pathlib import Path
 from . import host
 from .binaries.wheelfile import WheelName
 from .built import BuildRun, BuiltWheel
-from .components import platforms
+from .components import Platform, platforms
 from .declared import VARIANT_MODULE, declared_problems
 from .errors import ToolFailure, UserError
 from .fetches import download_attempts, fetch_declarations
@@ -172,6 +172,68 @@ def _wheels_by_cell(out: Path, cells: list[Cell], log: Path) -> dict[Cell, Path]
     return found
 
 
+def _run_environment(
+    variant: Variant,
+    cells: list[Cell],
+    toolkit: Toolkit,
+    staged: Path,
+    image: str | None,
+    caching: tuple[Path, Path] | None,
+) -> tuple[dict[str, str], str | None]:
+    """The environment of the cibuildwheel run (`caching`: the compiler cache and where its totals go), and the host
+    compiler the platform set up for nvcc, where it chose one."""
+    info = platforms()[cells[0].platform]
+    env = dict(os.environ)
+    env.update(
+        {
+            "SOURCE_DATE_EPOCH": str(source_date_epoch(variant.recipe.source, variant.recipe_dir)),
+            "CIBW_BUILD": " ".join(c.identifier for c in cells),
+            f"CIBW_ARCHS_{info.os.upper()}": info.cibw_arch,
+            "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix),
+            "WHEELFACTORY_COMPILER_CACHE": str(caching[0]) if caching else "",
+            "WHEELFACTORY_COMPILER_CACHE_DIR": str(host.compiler_cache_dir()),
+            "WHEELFACTORY_COMPILER_CACHE_STATS": str(caching[1].resolve()) if caching else "",
+        }
+    )
+    added, host_compiler = platform_of(info.os).build_run(variant, info, image, staged)
+    return {**env, **added}, host_compiler
+
+
+def _failure(variant: Variant, info: Platform, staged: Path, log: Path, exit_status: int) -> ToolFailure:
+    """Why cibuildwheel failed, as its log tells: no host compiler nvcc accepts, a wheel without its extensions, a
+    download the build tried, or else the log's end."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    no_compiler = _NO_HOST_COMPILER.search(text)
+    if no_compiler:
+        return ToolFailure(f"{no_compiler[0].removeprefix('wheelfactory: ')} (log: {log})")
+    if _PURE_WHEEL in text:
+        # cibuildwheel refuses the wheel before the audit could: the audit's verdict on it is still the reason.
+        missing = "; ".join(declared_problems(variant, set(), info.os, info.cibw_arch, set()))
+        return ToolFailure(f"{variant.dist_name}: the build made a wheel without any extension: {missing} (log: {log})")
+    tried = download_attempts(text, fetch_declarations(staged))
+    if tried:
+        return ToolFailure(
+            f"cibuildwheel failed for {variant.dist_name}: the build tried to download {', '.join(tried)} — "
+            "a build must not need the network: declare each in the recipe's extra_sources, pinned by "
+            f"sha256 or commit (docs/recipes.md) (log: {log})"
+        )
+    return ToolFailure(
+        f"cibuildwheel failed for {variant.dist_name} (exit {exit_status}); log: {log}\n{host.tail(text)}"
+    )
+
+
+def _host_compiler(log: Path, chosen_here: str | None) -> str | None:
+    """nvcc's host compiler, as the build's log says: the one the prepare step chose (else the platform's,
+    `chosen_here`), or the build's own -ccbin where nvcc ran with one."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    chosen = _HOST_COMPILER.search(text)
+    host_compiler = chosen["compiler"] if chosen else chosen_here
+    own = sorted({found["compiler"] for found in _BUILD_HOST_COMPILER.finditer(text)})
+    if own:  # nvcc ran with the build's own -ccbin: that is the compiler it used
+        return f"{', '.join(shown(c) for c in own)} (the build's own -ccbin; the factory chose {host_compiler})"
+    return host_compiler
+
+
 def run_cibuildwheel(
     rendered: RenderedVariant,
     cells: list[Cell],
@@ -194,22 +256,8 @@ def run_cibuildwheel(
     log = logs / f"{variant.dist_name}-{platform_name}.log"
     stats = logs / f"{variant.dist_name}-{platform_name}-compiler-cache.json"
     stats.unlink(missing_ok=True)
-
-    epoch = source_date_epoch(variant.recipe.source, variant.recipe_dir)
-    env = dict(os.environ)
-    env.update(
-        {
-            "SOURCE_DATE_EPOCH": str(epoch),  # the wheels' timestamps: the same source builds the same bytes
-            "CIBW_BUILD": " ".join(c.identifier for c in cells),
-            f"CIBW_ARCHS_{info.os.upper()}": info.cibw_arch,
-            "WHEELFACTORY_CUDA_PREFIX": str(toolkit.prefix),
-            "WHEELFACTORY_COMPILER_CACHE": str(compiler_cache or ""),
-            "WHEELFACTORY_COMPILER_CACHE_DIR": str(host.compiler_cache_dir()),
-            "WHEELFACTORY_COMPILER_CACHE_STATS": str(stats.resolve()) if compiler_cache else "",
-        }
-    )
-    added, host_compiler = platform_of(info.os).build_run(variant, info, image, staged)
-    env.update(added)
+    caching = (compiler_cache, stats) if compiler_cache else None
+    env, chosen_here = _run_environment(variant, cells, toolkit, staged, image, caching)
     env.update(extra_env or {})
     # cibuildwheel wants the package inside its working directory, and tars that whole directory.
     cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out.resolve()), "."]
@@ -217,41 +265,14 @@ def run_cibuildwheel(
     with step(f"cibuildwheel {variant.dist_name} {' '.join(c.identifier for c in cells)} (log: {log})"):
         with log.open("w", encoding="utf-8") as sink:
             result = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=staged, check=False)
-        text = log.read_text(encoding="utf-8", errors="replace")
         if result.returncode != 0:
-            no_compiler = _NO_HOST_COMPILER.search(text)
-            if no_compiler:
-                raise ToolFailure(f"{no_compiler[0].removeprefix('wheelfactory: ')} (log: {log})")
-            if _PURE_WHEEL in text:
-                # cibuildwheel refuses the wheel before the audit could: the audit's verdict on it is still the reason.
-                missing = "; ".join(declared_problems(variant, set(), info.os, info.cibw_arch, set()))
-                raise ToolFailure(
-                    f"{variant.dist_name}: the build made a wheel without any extension: {missing} (log: {log})"
-                )
-            tried = download_attempts(text, fetch_declarations(staged))
-            if tried:
-                raise ToolFailure(
-                    f"cibuildwheel failed for {variant.dist_name}: the build tried to download {', '.join(tried)} — "
-                    "a build must not need the network: declare each in the recipe's extra_sources, pinned by "
-                    f"sha256 or commit (docs/recipes.md) (log: {log})"
-                )
-            raise ToolFailure(
-                f"cibuildwheel failed for {variant.dist_name} (exit {result.returncode}); log: {log}\n{host.tail(text)}"
-            )
-    chosen = _HOST_COMPILER.search(text)
-    own = sorted({found["compiler"] for found in _BUILD_HOST_COMPILER.finditer(text)})
-    if chosen:
-        host_compiler = chosen["compiler"]
-    if own:  # nvcc ran with the build's own -ccbin: that is the compiler it used
-        host_compiler = (
-            f"{', '.join(shown(c) for c in own)} (the build's own -ccbin; the factory chose {host_compiler})"
-        )
+            raise _failure(variant, info, staged, log, result.returncode)
     run = BuildRun(
         log,
         time.monotonic() - started,
-        host_compiler,
+        _host_compiler(log, chosen_here),
         compiler_cache_stats(stats) if compiler_cache else None,
-        epoch,
+        int(env["SOURCE_DATE_EPOCH"]),
     )
     per_wheel = round(run.seconds / len(cells), 1)
     return [

@@ -8,8 +8,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, get_args
 
-from .components import operating_system, platforms
+from .components import OS, operating_system, platforms
 from .errors import EXIT_INPUT, EXIT_TOOL, BadBytes, InputError, ToolFailure, UserError
 from .host import machine as host_machine
 from .inputs.references import image_problem
@@ -198,29 +199,14 @@ def _image(value: str) -> str:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="wheelfactory", description=__doc__)
-    top.add_argument("--root", default=".", help="project root holding matrix.yaml, recipes/ and templates/")
-    sub = top.add_subparsers(dest="command", required=True)
-
-    render = sub.add_parser("render", help="render build/variants/<dist>/pyproject.toml")
-    render.add_argument("--matrix", help="another matrix file")
-    render.add_argument("--check", action="store_true", help="fail if build/variants is stale")
-    render.set_defaults(run=cmd_render)
-
-    plan = sub.add_parser("plan", help="print the CI job matrix as JSON")
-    plan.add_argument("--matrix", help="another matrix file")
-    plan.add_argument("--compact", action="store_true", help="one line, for $GITHUB_OUTPUT")
-    plan.add_argument("--job", help="print only the command that reproduces this build job or wheel (its id)")
-    plan.add_argument("--jobs", choices=["build", "smoke", "gpu"], help="print only this matrix")
-    plan.set_defaults(run=cmd_plan)
-
+def _add_build(sub: Any) -> None:
+    """`build`: one CUDA major's wheels, built, repaired, audited and smoked."""
     build = sub.add_parser("build", help="build, repair, audit and smoke the wheels of one CUDA major")
     build.add_argument("--cuda", type=int, required=True, help="CUDA major")
     build.add_argument("--python", action="append", default=[], help="CPython version (repeatable)")
     build.add_argument("--recipe", action="append", default=[], help="recipe name (repeatable)")
     build.add_argument("--image", type=_image, help="Linux build image (overrides the matrix's)")
-    build.add_argument("--platform", choices=["linux", "windows"], help="defaults to this host's")
+    build.add_argument("--platform", choices=list(get_args(OS)), help="defaults to this host's")
     build.add_argument(
         "--arch", choices=ARCHS, help="Linux: the machine to build for (default: this host's; another runs under QEMU)"
     )
@@ -231,6 +217,10 @@ def parser() -> argparse.ArgumentParser:
     )
     build.set_defaults(run=cmd_build)
 
+
+def _add_checks(sub: Any) -> None:
+    """The commands that check wheels built before: smoke, coinstall, verify, and the index pages of those built
+    against torch."""
     smoke = sub.add_parser("smoke", help="re-run the GPU-free smoke tiers on existing wheels")
     smoke.add_argument("wheels", nargs="+", type=Path)
     smoke.add_argument("--image", type=_image, help="the clean machine's image (default: the matrix's build image)")
@@ -259,6 +249,28 @@ def parser() -> argparse.ArgumentParser:
     index.add_argument("folder", type=Path, help="the folder holding the wheels (dist/): the pages go under it")
     index.add_argument("--matrix", help="another matrix file")
     index.set_defaults(run=cmd_torch_index)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="wheelfactory", description=__doc__)
+    top.add_argument("--root", default=".", help="project root holding matrix.yaml, recipes/ and templates/")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    render = sub.add_parser("render", help="render build/variants/<dist>/pyproject.toml")
+    render.add_argument("--matrix", help="another matrix file")
+    render.add_argument("--check", action="store_true", help="fail if build/variants is stale")
+    render.set_defaults(run=cmd_render)
+
+    plan = sub.add_parser("plan", help="print the CI job matrix as JSON")
+    plan.add_argument("--matrix", help="another matrix file")
+    plan.add_argument("--compact", action="store_true", help="one line, for $GITHUB_OUTPUT")
+    plan.add_argument("--job", help="print only the command that reproduces this build job or wheel (its id)")
+    plan.add_argument("--jobs", choices=["build", "smoke", "gpu"], help="print only this matrix")
+    plan.set_defaults(run=cmd_plan)
+
+    _add_build(sub)
+
+    _add_checks(sub)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
     image.add_argument(

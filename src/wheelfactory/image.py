@@ -194,7 +194,58 @@ def image_command(arch: str) -> str:
     return "nox -s image" if arch == machine() else f"nox -s image -- --arch {arch}"
 
 
+def _debootstrap(rootfs: Path, debian_arch: str, foreign: bool) -> None:
+    """Debian's root file system with the image's packages; another machine's is configured under QEMU."""
+    packages = [*PACKAGES, *(DEBIAN_PYTHON_PACKAGES if foreign else [])]
+    debootstrap = ["debootstrap", "--variant=minbase", f"--arch={debian_arch}", f"--include={','.join(packages)}"]
+    if foreign:
+        with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: download and unpack"):
+            host.run([*debootstrap, "--foreign", DEBIAN_SUITE, rootfs, DEBIAN_MIRROR], "debootstrap")
+        with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: configure the packages under QEMU (minutes)"):
+            host.run(["chroot", rootfs, "/debootstrap/debootstrap", "--second-stage"], "debootstrap --second-stage")
+    else:
+        with step(f"debootstrap {DEBIAN_SUITE} (a minute or two)"):
+            host.run([*debootstrap, DEBIAN_SUITE, rootfs, DEBIAN_MIRROR], "debootstrap")
+
+
+def _copy_pythons(rootfs: Path, pythons: list[HostPython]) -> None:
+    """This host's self-contained CPythons, each at its own prefix and linked from /opt/python/cpXY-cpXY."""
+    for python in pythons:
+        with step(f"copy CPython {python.version} from {python.prefix}"):
+            target = rootfs / python.prefix.relative_to("/")
+            shutil.copytree(
+                python.prefix,
+                target,
+                symlinks=True,
+                ignore=shutil.ignore_patterns("site-packages", "test", "tests", "__pycache__", "idle_test"),
+            )
+            site = target / "lib" / f"python{python.version}" / "site-packages"
+            site.mkdir(parents=True, exist_ok=True)
+            link = rootfs / "opt" / "python" / python.tag
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(python.prefix)
+
+
+def _make_image(rootfs: Path, workdir: Path, tag: str, arch: str, debian_arch: str, engine: str) -> None:
+    """The root file system packed and built into the image `tag`, labelled with its true machine."""
+    with step(f"make the {debian_arch} file system the image {tag}"):
+        archive = workdir / "rootfs.tar"
+        host.run(["tar", "-C", rootfs, "-cf", archive, "."], "packing the root file system")
+        shutil.rmtree(rootfs, ignore_errors=True)
+        (workdir / "Dockerfile").write_text(_dockerfile(arch, archive.name), encoding="utf-8")
+        # FROM scratch with --platform labels the image with its true machine (an import would say the host's);
+        # the legacy builder needs nothing from a registry for it.
+        host.run(
+            [engine, "build", "--platform", f"linux/{debian_arch}", "--tag", tag, workdir],
+            f"{engine} build",
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        )
+        archive.unlink()
+
+
 def build_image(tag: str, workdir: Path, arch: str) -> None:
+    """The offline build image `tag` for machine `arch`, from Debian's packages and this host's CPythons (another
+    machine's has Debian's CPython, and is made under QEMU)."""
     if os.geteuid() != 0:
         raise ToolFailure("building the offline image needs root (debootstrap and chroot) — run it as root")
     if shutil.which("debootstrap") is None:
@@ -219,32 +270,8 @@ def build_image(tag: str, workdir: Path, arch: str) -> None:
         shutil.rmtree(rootfs)
     workdir.mkdir(parents=True, exist_ok=True)
 
-    packages = [*PACKAGES, *(DEBIAN_PYTHON_PACKAGES if foreign else [])]
-    debootstrap = ["debootstrap", "--variant=minbase", f"--arch={debian_arch}", f"--include={','.join(packages)}"]
-    if foreign:
-        with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: download and unpack"):
-            host.run([*debootstrap, "--foreign", DEBIAN_SUITE, rootfs, DEBIAN_MIRROR], "debootstrap")
-        with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: configure the packages under QEMU (minutes)"):
-            host.run(["chroot", rootfs, "/debootstrap/debootstrap", "--second-stage"], "debootstrap --second-stage")
-    else:
-        with step(f"debootstrap {DEBIAN_SUITE} (a minute or two)"):
-            host.run([*debootstrap, DEBIAN_SUITE, rootfs, DEBIAN_MIRROR], "debootstrap")
-
-    for python in pythons:
-        with step(f"copy CPython {python.version} from {python.prefix}"):
-            target = rootfs / python.prefix.relative_to("/")
-            shutil.copytree(
-                python.prefix,
-                target,
-                symlinks=True,
-                ignore=shutil.ignore_patterns("site-packages", "test", "tests", "__pycache__", "idle_test"),
-            )
-            site = target / "lib" / f"python{python.version}" / "site-packages"
-            site.mkdir(parents=True, exist_ok=True)
-            link = rootfs / "opt" / "python" / python.tag
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(python.prefix)
-
+    _debootstrap(rootfs, debian_arch, foreign)
+    _copy_pythons(rootfs, pythons)
     shutil.copy(host_ca_bundle(), rootfs / CA_BUNDLE_IN_IMAGE.lstrip("/"))
     shutil.copy("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
     script = _debian_python_script() if foreign else _host_pythons_script(pythons)
@@ -253,19 +280,7 @@ def build_image(tag: str, workdir: Path, arch: str) -> None:
     with step(what + (" under QEMU" if foreign else "; compile their libraries")):
         host.run(["chroot", rootfs, "/bin/bash", "-c", script], "installing Python tools in the image")
 
-    with step(f"make the {debian_arch} file system the image {tag}"):
-        archive = workdir / "rootfs.tar"
-        host.run(["tar", "-C", rootfs, "-cf", archive, "."], "packing the root file system")
-        shutil.rmtree(rootfs, ignore_errors=True)
-        (workdir / "Dockerfile").write_text(_dockerfile(arch, archive.name), encoding="utf-8")
-        # FROM scratch with --platform labels the image with its true machine (an import would say the host's);
-        # the legacy builder needs nothing from a registry for it.
-        host.run(
-            [engine, "build", "--platform", f"linux/{debian_arch}", "--tag", tag, workdir],
-            f"{engine} build",
-            env={**os.environ, "DOCKER_BUILDKIT": "0"},
-        )
-        archive.unlink()
+    _make_image(rootfs, workdir, tag, arch, debian_arch, engine)
     print(f"built {tag} ({arch}) with CPython {', '.join(versions)}", file=sys.stderr)
 
 

@@ -335,27 +335,35 @@ def _layout_files() -> str:
     return hashlib.sha256(b"".join(data.joinpath(name).read_bytes() for name in LAYOUT_FILES)).hexdigest()[:16]
 
 
-def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: str) -> Toolkit:
+def _toolkit_wheels(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: str) -> tuple[list[Path], bool]:
+    """The wheels the toolkit is made of, as its listing in the cache names them, or downloaded (and listed) where
+    any is missing or differs from its seal; and whether they were downloaded."""
     release = variant.cuda.toolkit
-    platform = next(name for name, p in platforms().items() if p.os == os_name and p.cibw_arch == arch)
     root = host.cache_dir()
     wheel_dir = root / "wheels"
     listing = root / "locks" / f"cuda{release}-{os_name}-{arch}-{key}.json"  # the wheels this toolkit is made of
-    downloaded = False
     wheels: list[Path] = []
     if listing.is_file():
         wheels = [wheel_dir / name for name in _listed_wheels(listing)]
     # Each wheel is checked against the sha256 recorded when it was downloaded: pip, asked again, re-downloads a
     # dropped one (and checks a reused one against the index's hash itself).
-    if not wheels or not all(reusable(w) for w in wheels):
-        names = ", ".join(r.split("=")[0].rstrip("<>!~") for r in reqs)
-        # One pip at a time writes into the shared wheel folder.
-        with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
-            wheels = download_wheels(reqs, os_name, arch, wheel_dir, constraints(variant, os_name, arch))
-        host.write_atomically(
-            listing, json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1)
-        )
-        downloaded = True
+    if wheels and all(reusable(w) for w in wheels):
+        return wheels, False
+    names = ", ".join(r.split("=")[0].rstrip("<>!~") for r in reqs)
+    # One pip at a time writes into the shared wheel folder.
+    with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
+        wheels = download_wheels(reqs, os_name, arch, wheel_dir, constraints(variant, os_name, arch))
+    host.write_atomically(
+        listing, json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1)
+    )
+    return wheels, True
+
+
+def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: str) -> Toolkit:
+    release = variant.cuda.toolkit
+    platform = next(name for name, p in platforms().items() if p.os == os_name and p.cibw_arch == arch)
+    root = host.cache_dir()
+    wheels, downloaded = _toolkit_wheels(variant, os_name, arch, reqs, key)
     origin = nvcc_origin(variant, wheels, os_name, arch, platform)
     versions = {str(parse_wheel_filename(w.name)[0]): str(parse_wheel_filename(w.name)[1]) for w in wheels}
     toolkit_dir = root / "toolkits" / f"cuda{release}-{os_name}-{arch}-{origin.source}-{key}"
