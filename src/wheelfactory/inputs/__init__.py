@@ -15,8 +15,8 @@ from .recipe import (
     Smoke,
     Source,
     UrlSource,
-    load_recipe,
 )
+from .recipe_checks import load_recipe
 from .validation import Loaded
 
 __all__ = [
