@@ -4,6 +4,7 @@ what decides Linux or Windows lives in the platform objects. These are the rules
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,3 +89,54 @@ def test_nothing_imports_in_a_circle() -> None:
 def test_the_walk_finds_each_stage(stage: str) -> None:
     """The rule above holds only if the walk sees the stages at all."""
     assert any(_stage(module) == stage for module in _graph())
+
+
+# An OS or platform name compared: `== "windows"`, `!= "linux"`, `sys.platform == "win32"`, `"linux" == os`.
+_OS_NAMES = r'"(linux|windows|win32|darwin)(-[a-z0-9_]+)?"'
+_COMPARED = re.compile(rf"(==|!=)\s*{_OS_NAMES}|{_OS_NAMES}\s*(==|!=)|\.startswith\(\s*{_OS_NAMES}")
+# Where Linux and Windows are told apart by design: the platform objects (and the data files, which are not code).
+PLATFORMS = PACKAGE / "platforms"
+
+
+def test_os_names_are_compared_only_in_the_platform_objects() -> None:
+    """Elsewhere only what must ask this very machine (sys.platform for its own tools, the shipped code on the
+    user's machine), at most ten places."""
+    found = [
+        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not path.is_relative_to(PLATFORMS)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _COMPARED.search(line)
+    ]
+    assert len(found) <= 10, "\n".join(found)
+
+
+def test_the_comparisons_are_found_where_they_are() -> None:
+    """The search above sees each way of writing one."""
+    for line in ('if name.os == "windows":', 'x = "linux" != y', 'sys.platform.startswith("linux")', 'a != "win32"'):
+        assert _COMPARED.search(line), line
+    assert not _COMPARED.search('layout = getattr(self, os)  # "linux" or "windows"')
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return (node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
+
+
+def test_modules_functions_and_templates_stay_short() -> None:
+    """No module over 600 lines outside inputs/ (the recipe's checks are one list), no function over 60, no
+    template over 150: a longer one is cut into named steps."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > 600 and not path.is_relative_to(PACKAGE / "inputs"):
+            too_long.append(f"{path.relative_to(SRC)}: {lines} lines")
+        for function in _functions(ast.parse(text)):
+            length = (function.end_lineno or function.lineno) - function.lineno + 1
+            if length > 60:
+                too_long.append(f"{path.relative_to(SRC)}:{function.lineno}: {function.name}, {length} lines")
+    for template in sorted((SRC.parent / "templates").glob("*.j2")):
+        lines = len(template.read_text(encoding="utf-8").splitlines())
+        if lines > 150:
+            too_long.append(f"{template.name}: {lines} lines")
+    assert too_long == []

@@ -302,6 +302,22 @@ def gpu_code_context(variant: Variant, siblings: list[Variant]) -> dict[str, obj
     }
 
 
+# The variant module's code, in the order every module holds it after its data: each part is a module of
+# wheelfactory.shipped, shipped from the line after its CODE_STARTS marker.
+VARIANT_CODE_PARTS = ("loader.py", "diagnostic.py", "duplicates.py", "main.py")
+CODE_STARTS = "# CODE_STARTS: "
+
+
+@cache
+def variant_code() -> str:
+    """What every variant module holds after its data: the shipped parts, two blank lines before each."""
+    parts = []
+    for name in VARIANT_CODE_PARTS:
+        text = files("wheelfactory.shipped").joinpath(name).read_text(encoding="utf-8")
+        parts.append(text[text.index("\n", text.index(CODE_STARTS)) + 1 :].lstrip("\n"))
+    return "".join(f"\n\n{part}" for part in parts)
+
+
 def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
     env = environment(root)
     template = env.get_template("pyproject.toml.j2")
@@ -316,7 +332,9 @@ def render_plan(plan: Plan, root: Path) -> list[RenderedVariant]:
         source = tree / "pyproject.toml"
         pyproject = _rewrite(SourceText.read(source, root), generated, variant, tree) if source.is_file() else generated
         rendered.append(
-            RenderedVariant(variant, {"pyproject.toml": pyproject, VARIANT_MODULE: variant_module.render(context)})
+            RenderedVariant(
+                variant, {"pyproject.toml": pyproject, VARIANT_MODULE: variant_module.render(context) + variant_code()}
+            )
         )
     return rendered
 

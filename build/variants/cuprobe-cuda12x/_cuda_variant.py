@@ -19,7 +19,11 @@ and whether NVRTC is newer than the driver. Its exit status is 1 when a GPU here
 old, or another installed distribution (another variant, the upstream package) provides the same package — which
 the import also warns of, once. An uncaught "no kernel image", "unsupported toolchain" or "driver version is
 insufficient" error gets a line pointing at it.
+
+Its code is wheelfactory's shipped/ modules (loader, diagnostic, duplicates, main), after the data below.
 """
+
+from __future__ import annotations
 
 # `python -m cuprobe._cuda_variant` runs this module again after the package imported it; runpy warns about that
 # unless the module has a __path__ (it takes it for a package's). An empty one changes nothing else.
@@ -66,16 +70,6 @@ GENERATIONS = {35: 'Kepler', 37: 'Kepler', 50: 'Maxwell', 52: 'Maxwell', 53: 'Ma
 # and the JetPack release of each L4T major.
 JETSON_PIP_WHEELS = None
 JETPACK = {35: 'JetPack 5', 36: 'JetPack 6', 38: 'JetPack 7'}
-
-
-def _platform():
-    """This machine as the build matrix names platforms: linux-x86_64, linux-aarch64, windows-amd64."""
-    import platform
-    import sys
-
-    machine = platform.machine().lower()
-    return f"windows-{machine}" if sys.platform == "win32" else f"linux-{machine}"
-
 # (name, Python code) of each GPU check; wheelfactory's gpu_check.py runs them where a GPU exists.
 GPU_CHECKS = [
     ('device query', 'from cuprobe import _driver, runtime\nfound = runtime.devices()\nassert found["count"] > 0, f"the runtime sees no device: {found[\'error\']}"\nversions = runtime.versions()\nprint(f"runtime {versions[\'runtime\']}, driver {versions[\'driver\']}")\nfor d in found["devices"]:\n    print(f"[{d[\'index\']}] {d[\'name\']} sm_{d[\'major\']}{d[\'minor\']}, {d[\'total_bytes\'] / 2**30:.0f} GiB")\n'),
@@ -86,11 +80,26 @@ GPU_CHECKS = [
     ('NCCL module availability', 'try:\n    from cuprobe.cuda import nccl\nexcept ImportError as exc:\n    skip(f"NCCL is not installed: {exc}")\nprint(f"NCCL {nccl.version()} available")\n'),
 ]
 
+
+def _system() -> str:
+    """This machine's OS as the specs name it: "windows", else "linux"."""
+    import sys
+
+    return "windows" if sys.platform == "win32" else "linux"
+
+
+def _platform() -> str:
+    """This machine as the build matrix names platforms: linux-x86_64, linux-aarch64, windows-amd64."""
+    import platform
+
+    return f"{_system()}-{platform.machine().lower()}"
+
+
 # library file -> (path, why): what this module loaded or found, as it found it.
-FOUND = {}
+FOUND: dict[str, tuple[str, str]] = {}
 
 
-def _own_site():
+def _own_site() -> str:
     """The site-packages this package is installed in: one folder up per package level."""
     import os
 
@@ -100,7 +109,7 @@ def _own_site():
     return site
 
 
-def _elsewhere(folder, name):
+def _elsewhere(folder: str, name: str) -> tuple[str, str] | None:
     """(the first sys.path entry, other than the package's own site-packages, holding folder/name, why), or None."""
     import os
     import sys
@@ -116,18 +125,17 @@ def _elsewhere(folder, name):
     return None
 
 
-def _all_specs():
+def _all_specs() -> dict[str, Spec]:
     return {**NEEDED, **COMPONENTS, **OPTIONAL}
 
 
-def no_wheel(component):
+def no_wheel(component: str) -> str | None:
     """Why this machine can have no copy of the component from pip ("nvidia-nccl-cu11 has no linux aarch64
     wheel"), or None: a package says that for an optional part it leaves out here, rather than a pip fix."""
     import platform
-    import sys
 
     spec = _all_specs()[component]
-    system = "windows" if sys.platform == "win32" else "linux"
+    system = _system()
     if spec[system] is None:
         return NO_WHEEL.format(distribution=spec["distribution"], where=system)
     machine = platform.machine().lower()
@@ -136,7 +144,7 @@ def no_wheel(component):
     return None
 
 
-def _root_of(folder, library):
+def _root_of(folder: str, library: str) -> tuple[str, str] | None:
     """(the sys.path entry holding folder/library — the package's own site-packages first —, why), or None."""
     import os
 
@@ -146,7 +154,7 @@ def _root_of(folder, library):
     return _elsewhere(folder, library)
 
 
-def _with_companions(component, system):
+def _with_companions(component: str, system: str) -> list[tuple[str, str]]:
     """(path, why) of the component's library found on sys.path, after the libraries of the components it needs
     and before those of its own it opens by name — all from the same folder tree, so that no other copy (a
     system CUDA registered with ldconfig) stands in for one of them."""
@@ -171,7 +179,7 @@ def _with_companions(component, system):
     return paths
 
 
-def _load_linux():
+def _load_linux() -> None:
     """Load each component's library (beside the package, only what it needs and opens), its needs and what it
     opens by name, from the sys.path entry that holds it, by full path: the one copy, whatever the system's
     loader would have found."""
@@ -179,7 +187,7 @@ def _load_linux():
     import os
 
     own = os.path.normcase(_own_site())
-    pending = []
+    pending: list[tuple[str, str]] = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
         if no_wheel(component):
             continue
@@ -208,14 +216,14 @@ def _load_linux():
         pending = failed
 
 
-def _add_dll_directories():
+def _add_dll_directories() -> None:
     """Windows: add the folders of NVIDIA's DLLs and of those they need (beside the package or under another
     sys.path entry) and %CUDA_PATH%\\bin to the DLL search path. Since Python 3.8, PATH no longer serves extension
     modules' DLLs; delvewheel's own patch still serves the DLLs it vendored."""
     import os
 
     directories = []
-    for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
+    for component in (*COMPONENTS, *OPTIONAL):
         if no_wheel(component):
             continue
         for path, why in _with_companions(component, "windows"):
@@ -224,22 +232,23 @@ def _add_dll_directories():
     if os.environ.get("CUDA_PATH"):
         directories.append(os.path.join(os.environ["CUDA_PATH"], "bin"))
     # Keep the handles: closing one removes its directory.
-    globals()["_DLL_DIRECTORIES"] = [os.add_dll_directory(d) for d in dict.fromkeys(directories) if os.path.isdir(d)]
+    added = dict.fromkeys(d for d in directories if os.path.isdir(d))
+    globals()["_DLL_DIRECTORIES"] = [os.add_dll_directory(d) for d in added]  # type: ignore[attr-defined,unused-ignore]
 
 
-def _find_cuda():
+def _find_cuda() -> None:
     import sys
 
     if globals().get("_DONE"):
         return
     globals()["_DONE"] = True
-    if sys.platform == "win32":
-        _add_dll_directories()
-    elif sys.platform.startswith("linux"):
-        _load_linux()
+    # On another OS (no CUDA wheels) nothing is loaded.
+    loader = {"win32": _add_dll_directories, "linux": _load_linux}.get(sys.platform)
+    if loader:
+        loader()
 
 
-def _mapped(name):
+def _mapped(name: str) -> str | None:
     """Where this process mapped a library of that file name from (Linux), or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as maps:
@@ -249,15 +258,14 @@ def _mapped(name):
     return next((p for p in sorted(paths) if p.rsplit("/", 1)[-1] == name), None)
 
 
-def report():
+def report() -> list[tuple[str, str, str | None, str]]:
     """(component, library, path or None, why) for each component's library, as this process finds it, each
     followed by the libraries it needs and opens that were loaded with it (component "")."""
     import ctypes
     import os
-    import sys
 
-    system = "windows" if sys.platform == "win32" else "linux"
-    rows = []
+    system = _system()
+    rows: list[tuple[str, str, str | None, str]] = []
     for component, spec in (*COMPONENTS.items(), *OPTIONAL.items()):
         why_not = no_wheel(component)
         if why_not:
@@ -278,7 +286,9 @@ def report():
                 rows.append(("", name, where, why))
             continue
         install = (
-            f"pip install '{DIST_NAME}[{component}]'" if component in OPTIONAL else f"pip install {spec['distribution']}"
+            f"pip install '{DIST_NAME}[{component}]'"
+            if component in OPTIONAL
+            else f"pip install {spec['distribution']}"
         )
         try:
             ctypes.CDLL(library)
@@ -290,7 +300,7 @@ def report():
     return rows
 
 
-def torch_mismatch():
+def torch_mismatch() -> str | None:
     """Why the installed torch is not the release this package was compiled against, None where it is (or the
     package is not built with torch): its extensions would fail to load on C++ symbols, or misbehave."""
     if TORCH is None:
@@ -307,18 +317,22 @@ def torch_mismatch():
     return None
 
 
-def _version(text):
+# Per OS: the driver's library, and NVML's.
+_DRIVER = {"windows": "nvcuda.dll", "linux": "libcuda.so.1"}
+_NVML = {"windows": "nvml.dll", "linux": "libnvidia-ml.so.1"}
+
+
+def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
-def _driver_version():
+def _driver_version() -> str | None:
     """The NVIDIA driver's version, "580.95.05" (NVML, else the Linux kernel module's), or None."""
     import ctypes
     import re
-    import sys
 
     try:
-        nvml = ctypes.CDLL("nvml.dll" if sys.platform == "win32" else "libnvidia-ml.so.1")
+        nvml = ctypes.CDLL(_NVML[_system()])
         if nvml.nvmlInit_v2() == 0:
             text = ctypes.create_string_buffer(96)
             status = nvml.nvmlSystemGetDriverVersion(text, 96)
@@ -335,13 +349,12 @@ def _driver_version():
     return found.group(1) if found else None
 
 
-def gpus():
+def gpus() -> tuple[tuple[int, int] | None, list[tuple[int, str, int]], str]:
     """(the driver's CUDA version (major, minor) or None, [(index, name, sm_XY as XY)], why none) from the
     driver API, which needs no toolkit."""
     import ctypes
-    import sys
 
-    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    name = _DRIVER[_system()]
     try:
         driver = ctypes.CDLL(name)
     except OSError:
@@ -366,7 +379,7 @@ def gpus():
     return cuda, found, "" if found else "the driver sees no GPU"
 
 
-def code_for(arch, code):
+def code_for(arch: int, code: dict[str, Any]) -> tuple[str, int] | None:
     """How a GPU of architecture `arch` runs `code` (GPU_CODE's shape): ("sass", sm_XY) natively — SASS runs on
     later minors of its major —, ("ptx", compute_XY) through the driver's JIT, or None: no kernel image."""
     native = [sm for sm in code["sass"] if sm // 10 == arch // 10 and sm <= arch]
@@ -376,13 +389,12 @@ def code_for(arch, code):
     return ("ptx", max(jit)) if jit else None
 
 
-def _nvrtc_version():
+def _nvrtc_version() -> tuple[tuple[int, int], str] | None:
     """(NVRTC's version (major, minor), its file) as this process loaded it, or None."""
     import ctypes
-    import sys
 
     spec = {**COMPONENTS, **OPTIONAL}.get("nvrtc")
-    system = "windows" if sys.platform == "win32" else "linux"
+    system = _system()
     if not spec or no_wheel("nvrtc"):
         return None
     library = spec[system][1][0]
@@ -396,7 +408,7 @@ def _nvrtc_version():
     return (major.value, minor.value), _mapped(library) or FOUND.get(library, (library,))[0]
 
 
-def _other_builds_for(arch):
+def _other_builds_for(arch: int) -> list[str]:
     """What the recipe's builds for the other CUDA majors carry for a GPU of architecture `arch`, in words."""
     found = []
     for other in OTHER_VARIANTS.get(_platform(), {}).values():
@@ -406,7 +418,7 @@ def _other_builds_for(arch):
     return found
 
 
-def _tegra():
+def _tegra() -> tuple[tuple[int, int], str] | None:
     """On a Jetson: (the L4T release (major, minor) from /etc/nv_tegra_release, the board's model), else None."""
     import re
 
@@ -423,7 +435,7 @@ def _tegra():
     return ((int(found.group(1)), int(found.group(2))) if found else (0, 0)), board
 
 
-def _jetson_says(l4t, board):
+def _jetson_says(l4t: tuple[int, int], board: str) -> tuple[bool, str]:
     """(whether NVIDIA's pip wheels of this CUDA major run on this Jetson, one line saying so)."""
     release = f"L4T R{l4t[0]}.{l4t[1]}" if l4t[0] else "an unknown L4T release"
     jetpack = JETPACK.get(l4t[0])
@@ -442,19 +454,14 @@ def _jetson_says(l4t, board):
     return True, f"{head}: NVIDIA's CUDA {CUDA_MAJOR} pip wheels run on this JetPack"
 
 
-def _names(archs, prefix="sm"):
+def _names(archs: list[int], prefix: str = "sm") -> str:
     return " ".join(f"{prefix}_{a}" for a in archs) or "none"
 
 
-def diagnose():
-    """Lines saying what GPU code this wheel carries, what this machine has, and whether they meet; and whether
-    something here cannot run it (a GPU without code, a driver too old)."""
-    import sys
-
-    system = "windows" if sys.platform == "win32" else "linux"
+def _code_lines(system: str) -> list[str]:
+    """What GPU code the wheel carries, which GPUs of this machine's platform it covers, and the driver it needs."""
     code = GPU_CODE
-    compiled = bool(code["sass"] or code["ptx"])
-    if compiled:
+    if code["sass"] or code["ptx"]:
         lines = [
             f"GPU code: SASS {_names(code['sass'])}; PTX {_names(code['ptx'], 'compute')}"
             + (f" (ISA {code['ptx_isa']})" if code["ptx_isa"] else ""),
@@ -471,6 +478,16 @@ def diagnose():
     lines.append(
         f"minimum driver: {code['minimum_driver'][system]} ({code['sass_driver'][system]} where SASS serves the GPU)"
     )
+    return lines
+
+
+def diagnose() -> tuple[list[str], bool]:
+    """Lines saying what GPU code this wheel carries, what this machine has, and whether they meet; and whether
+    something here cannot run it (a GPU without code, a driver too old)."""
+    system, code = _system(), GPU_CODE
+    compiled = bool(code["sass"] or code["ptx"])
+    narrowed = NARROWED.get(_platform(), {})
+    lines = _code_lines(system)
     driver = _driver_version()
     cuda, found, why_none = gpus()
     troubles = False
@@ -485,7 +502,8 @@ def diagnose():
         lines.append(f"driver: {driver or 'version unknown'}, CUDA {cuda[0]}.{cuda[1]}")
     for index, name, arch in found:
         generation = GENERATIONS.get(arch, "")
-        head = f"GPU {index}: {name}, compute capability {arch // 10}.{arch % 10}{f' ({generation})' if generation else ''}"
+        head = f"GPU {index}: {name}, compute capability {arch // 10}.{arch % 10}"
+        head += f" ({generation})" if generation else ""
         if not compiled:
             lines.append(head)
             continue
@@ -512,19 +530,43 @@ def diagnose():
         if (major, minor) > cuda:
             lines.append(
                 f"  warning: NVRTC {major}.{minor} is newer than the driver: PTX it writes is rejected "
-                "(\"the provided PTX was compiled with an unsupported toolchain\"). Code compiled to CUBIN "
+                '("the provided PTX was compiled with an unsupported toolchain"). Code compiled to CUBIN '
                 f"(nvrtcGetCUBIN, -arch=sm_XY) runs; or install NVRTC {cuda[0]}.{cuda[1]}, or update the driver"
             )
     return lines, troubles
 
 
-def _normalized(name):
+# The three failures of CUDA code on a user's machine that this module explains in advance.
+_CUDA_FAILURES = ("no kernel image is available", "unsupported toolchain", "driver version is insufficient")
+
+
+def _point_at_diagnostic() -> None:
+    """Chain sys.excepthook: after the usual traceback of an uncaught error that is one of those three, one line
+    sends the user here. The error itself is untouched."""
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "_wheelfactory_module", None) == __name__:
+        return
+
+    def excepthook(kind: type[BaseException], value: BaseException, traceback: TracebackType | None) -> None:
+        previous(kind, value, traceback)
+        if any(text in str(value).lower() for text in _CUDA_FAILURES):
+            print(
+                f"{DIST_NAME}: `python -m {__name__}` says which GPUs and drivers this wheel supports", file=sys.stderr
+            )
+
+    excepthook._wheelfactory_module = __name__  # type: ignore[attr-defined]
+    sys.excepthook = excepthook
+
+
+def _normalized(name: str) -> str:
     import re
 
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _provides(folder, kind, package):
+def _provides(folder: str, kind: str, package: str) -> bool:
     """Whether the installed distribution whose metadata is `folder` put files in `package`: its RECORD (a
     .dist-info), or its top_level.txt (a legacy .egg-info)."""
     import os
@@ -540,7 +582,7 @@ def _provides(folder, kind, package):
     return package in lines.split()
 
 
-def other_distributions():
+def other_distributions() -> list[str]:
     """The other installed distributions — under any sys.path entry — whose files are this package's too: two
     variants of the package (pkg-cuda12x and pkg-cuda13x), or the upstream one beside ours. Whichever was
     installed last wrote the package's files, and uninstalling either takes them away from the other."""
@@ -565,7 +607,7 @@ def other_distributions():
     return sorted(found)
 
 
-def clash(others):
+def clash(others: list[str]) -> str:
     """What to tell a user who has `others` installed beside this distribution, in one sentence."""
     package = (__spec__.name if __spec__ else __name__).split(".")[0]
     every = " ".join([DIST_NAME, *others])
@@ -576,7 +618,7 @@ def clash(others):
     )
 
 
-def _warn_of_others():
+def _warn_of_others() -> None:
     """At import, once: a warning naming the distributions that share this package, when there are any."""
     import warnings
 
@@ -585,29 +627,6 @@ def _warn_of_others():
         warnings.warn(clash(others), UserWarning, stacklevel=2)
 
 
-# The three failures of CUDA code on a user's machine that this module explains in advance.
-_CUDA_FAILURES = ("no kernel image is available", "unsupported toolchain", "driver version is insufficient")
-
-
-def _point_at_diagnostic():
-    """Chain sys.excepthook: after the usual traceback of an uncaught error that is one of those three, one line
-    sends the user here. The error itself is untouched."""
-    import sys
-
-    previous = sys.excepthook
-    if getattr(previous, "_wheelfactory_module", None) == __name__:
-        return
-
-    def excepthook(kind, value, traceback):
-        previous(kind, value, traceback)
-        if any(text in str(value).lower() for text in _CUDA_FAILURES):
-            print(f"{DIST_NAME}: `python -m {__name__}` says which GPUs and drivers this wheel supports", file=sys.stderr)
-
-    excepthook._wheelfactory_module = __name__
-    sys.excepthook = excepthook
-
-
-_find_cuda()
 if __name__ != "__main__":
     _point_at_diagnostic()
     _warn_of_others()

@@ -1,0 +1,34 @@
+"""What the variant module does when imported (loads CUDA, hooks the diagnostic, warns of duplicates) and when run
+with `python -m` (says all of it). Last in every variant module."""
+
+from __future__ import annotations
+
+from .diagnostic import _point_at_diagnostic
+from .duplicates import _warn_of_others
+from .loader import _own_site
+from .variant_data import CUDA_MAJOR, CUDA_TOOLKIT, DIST_NAME, TORCH
+
+# CODE_STARTS: every variant module holds what follows, as it stands.
+if __name__ != "__main__":
+    _point_at_diagnostic()
+    _warn_of_others()
+
+if __name__ == "__main__":
+    import sys as _sys
+
+    # `python -m pkg._cuda_variant` runs a second copy of this module: the package's own copy did the loading.
+    _loader = _sys.modules.get(__spec__.name if __spec__ else "", _sys.modules[__name__])
+    _against = f", torch {TORCH}" if TORCH else ""
+    print(f"{DIST_NAME}: built for CUDA {CUDA_MAJOR}.x (toolkit {CUDA_TOOLKIT}{_against}); package in {_own_site()}")
+    for _component, _library, _path, _why in _loader.report():
+        print(f"  {_component:<10} {_library:<22} {_path or '(not found)'}")
+        print(f"  {'':<10} {_why}")
+    _lines, _troubles = _loader.diagnose()
+    _torch = _loader.torch_mismatch()
+    if _torch:
+        _lines.append(_torch)
+    _others = _loader.other_distributions()
+    if _others:
+        _lines.append("installed together: " + _loader.clash(_others))
+    print("\n".join(_lines))
+    _sys.exit(1 if _troubles or _torch or _others else 0)
