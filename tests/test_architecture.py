@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +142,20 @@ def test_modules_functions_and_templates_stay_short() -> None:
         if lines > 150:
             too_long.append(f"{template.name}: {lines} lines")
     assert too_long == []
+
+
+# The build's extra (wheelfactory[build]): nox's render, plan and image sessions install the engine without it.
+BUILD_TOOLS = ("auditwheel", "cibuildwheel", "delvewheel", "abi3audit", "pypiserver", "twine")
+
+
+@pytest.mark.parametrize("command", [["render"], ["plan", "--compact"], ["image", "--help"]])
+def test_the_commands_of_the_light_sessions_need_no_build_tools(project: Path, command: list[str]) -> None:
+    """Each runs with the build's tools unimportable, as in a venv without the extra (CI's first step is `nox -s
+    image`)."""
+    code = (
+        f"import sys; sys.modules.update(dict.fromkeys({BUILD_TOOLS!r}))\n"
+        "from wheelfactory.cli import main\n"
+        f"raise SystemExit(main(['--root', {str(project)!r}, *{command!r}]))"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]

@@ -6,10 +6,7 @@ from __future__ import annotations
 import shlex
 from importlib.resources import files
 from pathlib import Path
-from typing import ClassVar
-
-from auditwheel.architecture import Architecture
-from auditwheel.policy import Libc, Policy, WheelPolicies
+from typing import TYPE_CHECKING, ClassVar
 
 from .. import host
 from ..components import OS, Layout, Platform, platforms, toolkit_table
@@ -31,6 +28,9 @@ from ..toolkit.buildenv import (
 )
 from ..toolkit.prefix import c_compiler_for, driver_api, relative_link
 from .base import BuildPlatform, SmokeMachine
+
+if TYPE_CHECKING:
+    from auditwheel.policy import Policy
 
 
 def environment(
@@ -69,6 +69,10 @@ def environment(
 
 def manylinux_policy(platform_tag: str) -> Policy | None:
     """auditwheel's policy of a manylinux platform tag; None for any other tag."""
+    # auditwheel comes with the build's extra (wheelfactory[build]): render, plan and image run without it.
+    from auditwheel.architecture import Architecture
+    from auditwheel.policy import Libc, WheelPolicies
+
     arch = "x86_64" if "x86_64" in platform_tag else platform_tag.rsplit("_", 1)[-1]
     try:
         return WheelPolicies(libc=Libc.GLIBC, arch=Architecture(arch)).get_policy_by_name(platform_tag)
