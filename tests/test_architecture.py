@@ -159,3 +159,14 @@ def test_the_commands_of_the_light_sessions_need_no_build_tools(project: Path, c
     )
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
+
+
+def test_the_architecture_page_names_every_module_and_data_file() -> None:
+    """docs/architecture.md is the map: a module or data file it does not name is one a reader cannot find."""
+    page = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    unnamed = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE / "data").iterdir()])
+        if path.name != "__init__.py" and f"`{path.name}" not in page and str(path.relative_to(PACKAGE)) not in page
+    ]
+    assert unnamed == []
