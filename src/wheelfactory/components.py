@@ -336,7 +336,7 @@ class OperatingSystem(_Frozen):
     does differently is its object in platforms/."""
 
     builds_in_image: bool
-    built_on: str  # where its wheels are built, in words
+    built_elsewhere: str  # what a user who asks for its wheels on another OS's host is told
     binary_format: Literal["elf", "pe"]
     stable_abi_infix: str | None
     binary_suffixes: tuple[str, ...]  # what its binaries are named (lower case); () = any file of its format

@@ -70,11 +70,7 @@ def _target_platform(request: BuildRequest) -> str:
         raise UserError(f"this host ({here}) is not a platform the factory builds for")
     host_os = platforms()[here].os
     if request.platform and request.platform != host_os:
-        asked, this = operating_system(request.platform), operating_system(host_os)
-        raise UserError(
-            f"{asked.platform_system} wheels are built on {asked.built_on}; on this {this.platform_system} host use "
-            f"--platform {host_os}"
-        )
+        raise UserError(operating_system(request.platform).built_elsewhere)
     if request.arch is None or request.arch == platforms()[here].cibw_arch:
         return here
     if not operating_system(host_os).builds_in_image:
