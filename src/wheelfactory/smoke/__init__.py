@@ -44,14 +44,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..binaries.wheelfile import compatible_platforms
 from ..built import BuiltWheel
 from ..components import operating_system
-from ..declared import torch_requirement
-from ..errors import ToolFailure, UserError
+from ..errors import UserError
 from ..platforms import platform_of
-from ..pytorch.install import TorchInstall, torch_install
-from .installs import download_requirements, shared_install, standin_variant
+from .installs import download_requirements, shared_install, standin_variant, torch_installs
 from .machines import ContainerMachine, HostMachine, Machine
 from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
 from .results import Check, TierResult
@@ -106,23 +103,6 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
                     result.python = python
             results += on_python
         return [*results, metadata_tier.result()]
-
-
-def torch_installs(built: BuiltWheel, pythons: tuple[str, ...]) -> dict[str, TorchInstall]:
-    """For a wheel built against torch, what installing its torch brings on each of `pythons` (none for others).
-    The layouts are shared by those Pythons: torch must pin the same NVIDIA wheels on each."""
-    line = torch_requirement(built.variant)
-    if line is None:
-        return {}
-    tags = compatible_platforms(built.name.platform_tag)
-    found = {python: torch_install(line, python, built.name, tags) for python in pythons}
-    pins = {tuple(install.pins()) for install in found.values()}
-    if len(pins) > 1:
-        raise ToolFailure(
-            f"{built.path.name}: {line} pins other NVIDIA wheels on Python {' than on '.join(found)} — smoke-test "
-            "those Pythons one at a time (--python)"
-        )
-    return found
 
 
 def _after(first: Future[Any], run: Callable[..., TierResult], *args: object) -> TierResult:

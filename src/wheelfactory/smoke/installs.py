@@ -20,8 +20,10 @@ from ..binaries.wheelfile import (
     unpack,
 )
 from ..built import BuiltWheel
+from ..declared import torch_requirement
 from ..errors import ToolFailure
 from ..progress import step
+from ..pytorch.install import TorchInstall, torch_install
 from .machines import ContainerMachine, Machine
 from .nvidia import NvidiaVersions, nvidia_requirements
 from .results import Check
@@ -143,3 +145,20 @@ def requirements_met(wheel: Path, runtime: Path, versions: NvidiaVersions) -> Ch
             met.add(f"{found['Name']} {found['Version']}")
     detail = "unmet: " + "; ".join(unmet) if unmet else ", ".join(sorted(met))
     return Check(f"the NVIDIA requirements are met at the {versions}", not unmet, detail)
+
+
+def torch_installs(built: BuiltWheel, pythons: tuple[str, ...]) -> dict[str, TorchInstall]:
+    """For a wheel built against torch, what installing its torch brings on each of `pythons` (none for others).
+    The layouts are shared by those Pythons: torch must pin the same NVIDIA wheels on each."""
+    line = torch_requirement(built.variant)
+    if line is None:
+        return {}
+    tags = compatible_platforms(built.name.platform_tag)
+    found = {python: torch_install(line, python, built.name, tags) for python in pythons}
+    pins = {tuple(install.pins()) for install in found.values()}
+    if len(pins) > 1:
+        raise ToolFailure(
+            f"{built.path.name}: {line} pins other NVIDIA wheels on Python {' than on '.join(found)} — smoke-test "
+            "those Pythons one at a time (--python)"
+        )
+    return found
