@@ -4,7 +4,10 @@ test_variant_module.py runs the rendered modules as they ship."""
 
 from __future__ import annotations
 
+import json
 import runpy
+import shutil
+import subprocess
 import sys
 from importlib.resources import files
 from pathlib import Path
@@ -79,3 +82,38 @@ def test_each_variant_module_is_its_rendered_data_then_this_code_byte_for_byte(p
         assert variant_code() == f"\n\n{shipped}"
         # The example data, typed for mypy, never reach a wheel.
         assert "example-cuda12x" not in rendered.files["_cuda_variant.py"]
+
+
+def test_importing_the_module_loads_the_components_library_from_another_sys_path_entry(tmp_path: Path) -> None:
+    """The import itself does the loading: a real shared library (built here, named as cudart's) in a site on
+    sys.path that is not the package's own is loaded by its full path and mapped into the process."""
+    library = tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12"
+    library.parent.mkdir(parents=True)
+    (tmp_path / "stub.c").write_text("int cudart_stand_in(void) { return 12; }\n")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler, "a C compiler builds the stand-in library"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", library, tmp_path / "stub.c"], check=True)
+    package = tmp_path / "own" / "example"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import _cuda_variant\n")
+    data = SHIPPED.joinpath("variant_data.py").read_text(encoding="utf-8")
+    (package / "_cuda_variant.py").write_text(data + variant_code(), encoding="utf-8")
+    probe = (
+        "import example._cuda_variant as m, json\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print(json.dumps([m.FOUND.get('libcudart.so.12', [''])[0], maps.count('libcudart.so.12') > 0]))"
+    )
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path[:0] = {[str(package.parent), str(library.parents[3])]!r}\n{probe}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    found, mapped = json.loads(ran.stdout)
+    assert (found, mapped) == (str(library), True)

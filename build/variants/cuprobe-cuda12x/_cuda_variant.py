@@ -627,6 +627,7 @@ def _warn_of_others() -> None:
         warnings.warn(clash(others), UserWarning, stacklevel=2)
 
 
+_find_cuda()
 if __name__ != "__main__":
     _point_at_diagnostic()
     _warn_of_others()

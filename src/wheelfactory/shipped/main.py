@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from .diagnostic import _point_at_diagnostic
 from .duplicates import _warn_of_others
-from .loader import _own_site
+from .loader import _find_cuda, _own_site
 from .variant_data import CUDA_MAJOR, CUDA_TOOLKIT, DIST_NAME, TORCH
 
 # CODE_STARTS: every variant module holds what follows, as it stands.
+_find_cuda()
 if __name__ != "__main__":
     _point_at_diagnostic()
     _warn_of_others()
