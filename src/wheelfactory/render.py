@@ -58,6 +58,7 @@ from .source_metadata import (
     source_requirements,
 )
 from .sources import package_dir, source_tree
+from .untrusted.shown import shown
 
 # Fields the variant sets itself, whatever the source's pyproject says.
 VARIANT_FIELDS = ("name", "description", "readme", "requires-python", "classifiers")
@@ -484,7 +485,8 @@ def _check_requirements(file: SourceText, lines: list[tuple[str, str]]) -> None:
         except InvalidRequirement as exc:
             reason = str(exc).splitlines()[0]
             message = (
-                f"not a valid requirement: {reason} — the source must be fixed, or the recipe's dependencies name it"
+                f"{shown(line, quoted=True)} is not a valid requirement: {reason} — the source must be fixed, or the "
+                "recipe's dependencies name it"
             )
             problems.append(file.problem(raw, message))
     if problems:

@@ -50,6 +50,24 @@ class WheelRecord:
                 reasons += [f"smoke {tier.label}: {c.name}: {c.detail}" for c in tier.checks if not c.ok]
         return reasons
 
+    def layout_hints(self) -> list[str]:
+        """For each layout but the default (data/layouts.yaml's first: every package must work in a plain venv)
+        whose tier 2 failed: how a package that truly cannot work there (one that opens its files from sys.prefix
+        cannot from a --target folder) says so, where its failure alone would show only its own traceback."""
+        declarable = list(install_layouts())[1:]
+        failed = dict.fromkeys(
+            tier.layout
+            for tier in self.smoke
+            if tier.tier == 2 and tier.layout in declarable and tier.unsupported is None and not tier.passed
+        )
+        return [
+            f"{layout} (installed with {install_layouts()[layout].words()}) failed: if the package cannot work "
+            f"there for its users either, declare it in its recipe — smoke: {{unsupported_layouts: {{{layout}: "
+            "why}} — and the wheel is not kept out for it; the reason goes into its description"
+            for layout in failed
+            if layout is not None
+        ]
+
     def unsupported_layouts(self) -> list[str]:
         """What became of each layout the recipe declares unsupported, a line each (its tier 2 runs all the
         same: one that passes may no longer need the declaration)."""
@@ -223,3 +241,5 @@ def summary(records: list[WheelRecord]) -> None:
             for reason in r.why_not()[:20]:
                 # One line each: a reason quotes what a wheel's own code printed (a smoke failure's output).
                 console.print(f"  - {one_line(reason)}", markup=False)
+            for hint in r.layout_hints():
+                console.print(f"  {hint}", markup=False)
