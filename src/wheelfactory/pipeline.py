@@ -210,12 +210,12 @@ def smoke_existing(
     plan = make_plan(root, matrix)
     matrix_name = str(plan.matrix.source.file)
     builts = []
+    here = platforms().get(host.platform_name())
     for wheel in wheels:
         name = WheelName.of(wheel)
         variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
         if variant is None:
             raise UserError(f"{wheel.name}: no recipe × CUDA major in {matrix_name} renders {name.distribution}")
-        here = platforms().get(host.platform_name())
         if platform_of(name.os).smoke_machine == "host" and (here is None or here.os != name.os):
             system = operating_system(name.os).platform_system
             this = f"{operating_system(here.os).platform_system} " if here else ""

@@ -302,9 +302,8 @@ def read_binary(path: Path, member: str, os_name: OS) -> Binary | None:
     that cannot be read within the readers' bounds comes back `unreadable`, for the audit to reject."""
     facts = operating_system(os_name)
     binary_format = _FORMATS[facts.binary_format]
-    if (facts.binary_suffixes and path.suffix.lower() not in facts.binary_suffixes) or not binary_format.recognizes(
-        path
-    ):
+    named_so = not facts.binary_suffixes or path.suffix.lower() in facts.binary_suffixes
+    if not (named_so and binary_format.recognizes(path)):
         return None
     try:
         return binary_format.read(path, member)

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from ..components import OS, Layout, Platform, component_table, platforms
+from ..components import OS, Layout, Platform, platforms
 from ..plan import Variant
 from ..toolkit.buildenv import cibuildwheel_value
 
@@ -23,11 +23,6 @@ class BuildPlatform(ABC):
     caches_compiles: ClassVar[bool]
     # Whether the repair points each binary's RPATH at NVIDIA's wheels (else its loader adds DLL directories).
     sets_rpath: ClassVar[bool]
-
-    @property
-    def driver(self) -> str:
-        """The driver's library: never linked eagerly, never grafted."""
-        return component_table().driver.on(self.os)
 
     def names(self, variant: Variant) -> list[str]:
         """The variant's matrix platforms of this OS, in the matrix's order."""

@@ -4,6 +4,7 @@ in a fresh container of the build image."""
 from __future__ import annotations
 
 import shlex
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -67,8 +68,10 @@ def environment(
     }
 
 
+@cache
 def manylinux_policy(platform_tag: str) -> Policy | None:
-    """auditwheel's policy of a manylinux platform tag; None for any other tag."""
+    """auditwheel's policy of a manylinux platform tag (None for any other tag), looked up once a tag: the tag check
+    and the audit of each ELF file both ask."""
     # auditwheel comes with the build's extra (wheelfactory[build]): render, plan and image run without it.
     from auditwheel.architecture import Architecture
     from auditwheel.policy import Libc, WheelPolicies

@@ -10,6 +10,9 @@ gets the same through CUDAHOSTCXX), and -Xfatbin=-compress-all there too: compre
 system runs nvcc. The GPU architectures come in the four forms builds read: CUDAARCHS and
 CMAKE_CUDA_ARCHITECTURES (CMake's list), NVCC_GENCODE (nvcc's -gencode flags) and TORCH_CUDA_ARCH_LIST (torch's
 cpp_extension).
+
+This module holds the pieces every OS's build shares; each platform object (platforms/) puts its environment
+together from them.
 """
 
 from __future__ import annotations
