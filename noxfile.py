@@ -74,6 +74,14 @@ def render(session: nox.Session) -> None:
 
 
 @nox.session
+def recipe(session: nox.Session) -> None:
+    """Draft recipes/<name>/recipe.yaml from a source (`-- NAME==VERSION`, `-- --git URL --rev COMMIT`, or a folder
+    in recipes/<name>/), or complete one from a first build (`-- --from-report dist/report.json --recipe NAME`)."""
+    _engine(session)
+    _factory(session, "recipe", *session.posargs)
+
+
+@nox.session
 def plan(session: nox.Session) -> None:
     """Print the CI job matrix as JSON (one entry per job: id, runner, session, arguments)."""
     _engine(session)

@@ -36,7 +36,7 @@ from packaging.version import Version
 from .binaries.fatbin import DeviceCode
 from .binaries.pythonabi import python_abi_problems
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import Binary, members, requires_dist
+from .binaries.wheelfile import Binary, members, requires_dist, unvendored
 from .built import BuiltWheel
 from .components import OS, component_table, platforms, toolkit_table
 from .declared import declared_problems, needed_components, origin_entry, rpath_dirs
@@ -49,9 +49,6 @@ from .untrusted.shown import shown
 MIB = 1024 * 1024
 # The dynamic loader is in no policy's whitelist (auditwheel treats it apart), yet every glibc has it.
 DYNAMIC_LOADERS = frozenset({"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"})
-# Repair tools rename what they vendor: libcudart.so.12 -> libcudart-256e6409.so.12 (auditwheel),
-# cudart64_12.dll -> cudart64_12-<hash>.dll (delvewheel).
-_VENDORED_NAME = re.compile(r"^(?P<stem>.+)-[0-9a-f]{8,}(?P<suffix>\.so.*|\.dll)$", re.IGNORECASE)
 
 
 @dataclass
@@ -94,14 +91,9 @@ def windows_system_dlls() -> tuple[str, ...]:
     return tuple(p.lower() for p in data["dlls"])
 
 
-def _unvendored(name: str) -> str:
-    match = _VENDORED_NAME.match(name)
-    return match["stem"] + match["suffix"] if match else name
-
-
 def _is_cuda(library: str, major: int, os_name: OS) -> bool:
     table = component_table()
-    library = _unvendored(library).lower()
+    library = unvendored(library).lower()
     driver = table.driver.on(os_name)
     patterns = [*table.all_libraries(major, os_name), driver]
     return any(fnmatch.fnmatch(library, p.lower()) for p in patterns)
@@ -207,7 +199,7 @@ class _Checker:
     def dependency(self, audit: BinaryAudit, library: str, allowed: list[str], *, lazy: bool = False) -> bool:
         """Judge a CUDA, provided or in-wheel dependency; False when it is none, for the format's own rules."""
         table = self.table
-        provider = self.variant.provider_of(_unvendored(library))
+        provider = self.variant.provider_of(unvendored(library))
         if provider is not None:
             self.provided(audit, library, provider, allowed)
             return True
@@ -240,7 +232,7 @@ class _Checker:
         policy names that distribution, in a wheel that requires it."""
         if provider not in audit.providers:
             audit.providers.append(provider)
-        if library.lower() in self.in_wheel or _unvendored(library) != library:
+        if library.lower() in self.in_wheel or unvendored(library) != library:
             audit.problems.append(
                 f"needs {shown(library)}, a copy of {shown(provider)}'s library vendored into the wheel — it must "
                 "come from the installed distribution"
@@ -261,7 +253,7 @@ class _Checker:
 def _binary_name(audit: BinaryAudit) -> str:
     """What the recipe calls a binary: an extension module by its dotted name, a shared library by its file name
     (without the suffix a repair vendoring it adds)."""
-    return audit.module or _unvendored(Path(audit.member).name)
+    return audit.module or unvendored(Path(audit.member).name)
 
 
 def _check_elf(binary: Binary, checker: _Checker, policy: Policy | None, platform_tag: str, python: str) -> BinaryAudit:

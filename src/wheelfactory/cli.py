@@ -191,6 +191,37 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recipe(args: argparse.Namespace) -> int:
+    from .drafting import SourceGiven, complete_recipe, draft_recipe
+
+    root = _root(args)
+    if args.from_report:
+        if not args.recipe:
+            raise UserError("--from-report needs --recipe NAME: the recipe it completes")
+        path, diff = complete_recipe(Path(args.from_report), args.recipe, root)
+        if not diff:
+            console.print(f"{path.relative_to(root)}: already allows everything the report shows")
+            return 0
+        for line in diff.splitlines():
+            console.print(one_line(line), markup=False)
+        console.print(f"completed {path.relative_to(root)}: read the diff above, and the comments it added")
+        return 0
+    given = [bool(args.source), bool(args.git)].count(True)
+    if given != 1 or bool(args.git) != bool(args.rev):
+        raise UserError("give one source: NAME[==VERSION], a folder in recipes/<name>/, or --git URL --rev COMMIT")
+    if args.git:
+        source = SourceGiven(git=args.git, rev=args.rev)
+    elif Path(args.source).is_dir():
+        source = SourceGiven(folder=Path(args.source))
+    else:
+        source = SourceGiven(sdist=args.source)
+    path, notes = draft_recipe(source, root)
+    console.print(f"drafted {path.relative_to(root)} — read its DECIDE: comments, then build it")
+    for note in notes:
+        console.print(f"  note: {one_line(note)}", markup=False)
+    return 0
+
+
 def _image(value: str) -> str:
     """--image: a container image reference, never anything the engine could take for more."""
     why = image_problem(value)
@@ -271,6 +302,14 @@ def parser() -> argparse.ArgumentParser:
     _add_build(sub)
 
     _add_checks(sub)
+
+    recipe = sub.add_parser("recipe", help="draft a recipe from a source, or complete one from a build's report")
+    recipe.add_argument("source", nargs="?", help="NAME==VERSION (or NAME: its newest sdist), or a folder")
+    recipe.add_argument("--git", help="a git URL (with --rev)")
+    recipe.add_argument("--rev", help="the full commit of --git")
+    recipe.add_argument("--from-report", help="complete a recipe from this report (dist/report.json)")
+    recipe.add_argument("--recipe", help="with --from-report: the recipe it completes")
+    recipe.set_defaults(run=cmd_recipe)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
     image.add_argument(

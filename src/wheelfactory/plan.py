@@ -11,7 +11,6 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -20,19 +19,8 @@ from .binaries.wheelfile import WheelAbi, cpython_tag, python_tag
 from .components import OS, component_table, operating_system, platforms, toolkit_table
 from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, TorchRelease, load_matrix, load_recipe, requires_python
+from .inputs.recipe import most_specific
 from .untrusted.shown import shown
-
-T = TypeVar("T")
-
-
-def _most_specific(policies: dict[str, list[T]], name: str) -> list[T] | None:
-    """The policy of the most specific pattern matching `name`: an exact name first, then the pattern with the
-    most characters that are no wildcard."""
-    matching = [pattern for pattern in policies if fnmatch.fnmatchcase(name, pattern)]
-    if not matching:
-        return None
-    best = max(matching, key=lambda p: (p == name, len(re.sub(r"[*?]|\[[^]]*\]", "", p))))
-    return policies[best]
 
 
 @dataclass(frozen=True)
@@ -103,11 +91,11 @@ class Variant:
 
     def module_policy(self, module: str) -> list[str] | None:
         """What a module may link: the most specific of the recipe's module patterns that matches it."""
-        return _most_specific(self.recipe.modules, module)
+        return most_specific(self.recipe.modules, module)
 
     def library_policy(self, file_name: str) -> list[str] | None:
         """What a shared library that is no extension module may link (the recipe's shared_libraries)."""
-        return _most_specific(self.recipe.shared_libraries, file_name)
+        return most_specific(self.recipe.shared_libraries, file_name)
 
     def provider_of(self, library: str) -> str | None:
         """The distribution whose provided_libraries name `library` (torch for libc10.so), None for none."""
@@ -126,7 +114,7 @@ class Variant:
         on `platform`, the newest also as PTX: the variant's, or those of them the recipe's device_code_archs
         narrows it to."""
         archs = self.cuda_archs(platform)
-        narrowed = _most_specific(self.recipe.device_code_archs, name)
+        narrowed = most_specific(self.recipe.device_code_archs, name)
         return archs if narrowed is None else tuple(a for a in archs if a in narrowed)
 
     @property

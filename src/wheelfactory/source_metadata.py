@@ -108,7 +108,7 @@ def source_build_requires(tree: Path) -> list[str] | None:
     return [str(line) for line in requires] if isinstance(requires, list) else None
 
 
-def _pkg_info(tree: Path) -> dict[str, Any]:
+def pkg_info(tree: Path) -> dict[str, Any]:
     """The raw fields of the sdist's PKG-INFO (none for a tree without one)."""
     try:
         raw, _ = parse_email((tree / "PKG-INFO").read_bytes())
@@ -146,7 +146,7 @@ def source_readme(tree: Path, project: dict[str, Any] | None, root: Path) -> Rea
         if "text" in given:
             return Readme(str(given["text"]), content_type or "text/plain")
         return _readme_file(tree, str(given.get("file", "")), content_type, root) if "file" in given else None
-    info = _pkg_info(tree)
+    info = pkg_info(tree)
     description = str(info.get("description", "")).strip()
     if description and description != "UNKNOWN":
         content_type = str(info.get("description_content_type", "text/x-rst")).split(";")[0].strip()
@@ -184,14 +184,14 @@ def _without_extra(marker: str, extra: str) -> str | None:
 def source_requirements(tree: Path) -> list[str] | None:
     """The requirements the sdist's PKG-INFO states (its extras' left out); None where it states none (no
     PKG-INFO, or one without Requires-Dist)."""
-    stated = [str(r) for r in _pkg_info(tree).get("requires_dist", [])]
+    stated = [str(r) for r in pkg_info(tree).get("requires_dist", [])]
     return [line for line in stated if "extra ==" not in line] if stated else None
 
 
 def source_extras(tree: Path) -> dict[str, list[str]]:
     """The extras a setup.py-only source declares (setup()'s extras_require): from the sdist's PKG-INFO, where
     setuptools wrote them out, else from setup() when it gives them as a literal mapping."""
-    info = _pkg_info(tree)
+    info = pkg_info(tree)
     names = [str(n) for n in info.get("provides_extra", [])]
     if names:
         requirements = [str(r) for r in info.get("requires_dist", [])]

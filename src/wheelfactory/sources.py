@@ -24,6 +24,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename
+from packaging.version import Version
 
 from . import host
 from .errors import ToolFailure, UserError, fetched
@@ -171,15 +172,48 @@ def _find_sdist(requirement: str) -> tuple[str, str]:
     """(file name, URL) of the sdist of `name==version` on the first index that has it."""
     pinned = Requirement(requirement)
     version = next(iter(pinned.specifier)).version
+    for found, name, url in sdists(pinned.name):
+        if str(found) == version:
+            return name, url
+    raise ToolFailure(f"no sdist of {requirement} on {', '.join(index_urls())} — check the name and version")
+
+
+def sdists(project: str) -> list[tuple[Version, str, str]]:
+    """(version, file name, URL) of every sdist of `project` on pip's indexes, the first index's first."""
+    found = []
     for index in index_urls():
-        for name, url in project_files(index, pinned.name):
+        for name, url in project_files(index, project):
             try:
-                project, found = parse_sdist_filename(name)
+                named, version = parse_sdist_filename(name)
             except ValueError:
                 continue  # a wheel, or something else
-            if project == canonicalize_name(pinned.name) and str(found) == version:
-                return name, url
-    raise ToolFailure(f"no sdist of {requirement} on {', '.join(index_urls())} — check the name and version")
+            if named == canonicalize_name(project):
+                found.append((version, name, url))
+    return found
+
+
+def pin_sdist(project: str, version: str | None) -> tuple[str, str, Path]:
+    """An sdist pinned as a recipe pins it: ("name==version", the sha256 of the archive the index serves, its
+    unpacked tree in the cache). Without a version, the newest final release that has an sdist."""
+    offered = sdists(project)
+    if version is None:
+        finals = [v for v, _, _ in offered if not v.is_prerelease and not v.is_devrelease]
+        if not finals:
+            raise ToolFailure(f"no sdist of a final release of {shown(project)} on {', '.join(index_urls())}")
+        version = str(max(finals))
+    match = next(((name, url) for v, name, url in offered if str(v) == version), None)
+    if match is None:
+        raise ToolFailure(f"no sdist of {shown(project)}=={shown(version)} on {', '.join(index_urls())}")
+    name, url = match
+    with tempfile.TemporaryDirectory() as scratch, step(f"download the sdist {shown(name)}"):
+        with fetched():
+            archive = archives.download(url, Path(scratch) / name)
+        sha256 = archives.sha256(archive)
+        with host.cache_lock(f"sdist-{sha256}"):
+            tree = cache_dir() / "sources" / f"sdist-{sha256}"
+            if not reusable(tree):
+                _unpack_into(archive, name, tree)
+    return f"{project}=={version}", sha256, tree
 
 
 def _sdist(requirement: str, sha256: str) -> Path:
@@ -201,6 +235,13 @@ def _fetch_sdist(requirement: str, sha256: str) -> Path:
                 f"{name} has sha256 {actual}, the recipe pins {sha256} — if the new archive is trusted, put its "
                 "sha256 in the recipe"
             )
+        _unpack_into(archive, name, tree)
+    return tree
+
+
+def _unpack_into(archive: Path, name: str, tree: Path) -> None:
+    """Unpack a downloaded sdist whose sha256 names `tree` into that cache folder, sealed."""
+    with tempfile.TemporaryDirectory() as scratch:
         with fetched():
             root = archives.unpack(archive, Path(scratch) / "unpacked")
         with host.built_aside(tree) as building:
@@ -210,7 +251,6 @@ def _fetch_sdist(requirement: str, sha256: str) -> Path:
                 raise ToolFailure(f"{name}: cannot copy the unpacked source into the cache: {exc}") from None
             (building / ".complete").write_text(name)
             seal(building)
-    return tree
 
 
 def _git(url: str, rev: str) -> Path:

@@ -354,3 +354,14 @@ def compatible_platforms(platform_tag: str) -> list[str]:
         if minor in legacy:
             tags.append(f"{legacy[minor]}_{arch}")
     return tags
+
+
+# Repair tools rename what they vendor: libcudart.so.12 -> libcudart-256e6409.so.12 (auditwheel),
+# cudart64_12.dll -> cudart64_12-<hash>.dll (delvewheel).
+_VENDORED_NAME = re.compile(r"^(?P<stem>.+)-[0-9a-f]{8,}(?P<suffix>\.so.*|\.dll)$", re.IGNORECASE)
+
+
+def unvendored(name: str) -> str:
+    """A library's name before a repair tool renamed it to vendor it (the name itself when it did not)."""
+    match = _VENDORED_NAME.match(name)
+    return match["stem"] + match["suffix"] if match else name

@@ -4,9 +4,11 @@ component table, the source tree and itself."""
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag
@@ -15,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from ..binaries.wheelfile import WheelAbi
 from .validation import Strict
 
+T = TypeVar("T")
 DRIVER = "driver"  # the pseudo-component a module policy names to be allowed to link the driver eagerly
 
 
@@ -187,3 +190,13 @@ class Recipe(Strict):
 
     def builds_on(self, platform: str) -> bool:
         return self.platforms is None or platform in self.platforms
+
+
+def most_specific(policies: dict[str, list[T]], name: str) -> list[T] | None:
+    """The policy of the most specific pattern matching `name`: an exact name first, then the pattern with the
+    most characters that are no wildcard."""
+    matching = [pattern for pattern in policies if fnmatch.fnmatchcase(name, pattern)]
+    if not matching:
+        return None
+    best = max(matching, key=lambda p: (p == name, len(re.sub(r"[*?]|\[[^]]*\]", "", p))))
+    return policies[best]

@@ -1,0 +1,224 @@
+"""`nox -s recipe -- --from-report dist/report.json --recipe NAME`: complete a recipe from what a first build's
+binaries really link and carry, as the report records them (each binary's needed libraries, module name, device
+code).
+
+What the recipe does not yet allow is added, each addition commented with what it was read from; nothing the
+recipe says is taken away (a library the report does not show may still be linked on another platform). The
+recipe is rewritten with its comments and layout kept (ruamel.yaml's round trip), checked as `nox -s render`
+checks it, and only then replaced; the change is returned as a unified diff.
+
+The report is untrusted input like any other: read within a size bound, its shape checked, every name from it
+shown escaped.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from ..binaries.wheelfile import unvendored
+from ..components import component_table, platforms
+from ..errors import UserError
+from ..inputs import DRIVER
+from ..inputs.recipe import most_specific
+from ..untrusted.shown import shown
+from .checking import write_checked
+from .known import provided_libraries_of, provider_of
+
+MAX_REPORT = 64 * 1024 * 1024  # a report of thousands of wheels is a few MiB
+
+
+@dataclass
+class Linked:
+    """What the report shows of the recipe's binaries, over all its wheels."""
+
+    modules: dict[str, set[str]] = field(default_factory=dict)  # module -> what it links (components, driver, torch)
+    libraries: dict[str, set[str]] = field(default_factory=dict)  # shared library file name -> what it links
+    device_code: list[str] = field(default_factory=list)  # modules and library file names that carry kernels
+    components: dict[str, str] = field(default_factory=dict)  # component -> the first binary seen linking it
+    providers: set[str] = field(default_factory=set)
+    wheels: list[str] = field(default_factory=list)
+
+
+def _entries(report: Path, name: str) -> list[dict[str, Any]]:
+    """The report's entries for the recipe's wheels (`name-cudaNNx`)."""
+    try:
+        if report.stat().st_size > MAX_REPORT:
+            raise UserError(f"{shown(str(report))}: over {MAX_REPORT // 2**20} MiB — not a factory's report")
+        loaded = json.loads(report.read_bytes())
+    except OSError as exc:
+        raise UserError(
+            f"{shown(str(report))}: cannot read it ({shown(exc.strerror)}) — give dist/report.json"
+        ) from None
+    except (ValueError, RecursionError):
+        raise UserError(f"{shown(str(report))}: not JSON — give the report a build wrote (dist/report.json)") from None
+    wheels = loaded.get("wheels") if isinstance(loaded, dict) else None
+    if not isinstance(wheels, list):
+        raise UserError(f"{shown(str(report))}: no `wheels` list — give the report a build wrote (dist/report.json)")
+    own = re.compile(rf"{re.escape(str(canonicalize_name(name)))}-cuda\d+x")
+    found = [
+        entry
+        for entry in wheels
+        if isinstance(entry, dict)
+        and isinstance(entry.get("dist_name"), str)
+        and own.fullmatch(str(canonicalize_name(entry["dist_name"])))
+    ]
+    if not found:
+        raise UserError(
+            f"{shown(str(report))} has no wheel of {shown(name)} — build it first "
+            f"(`nox -s build-cuda12 -- --recipe {shown(name)}`)"
+        )
+    return found
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def linked(entries: list[dict[str, Any]]) -> Linked:
+    """What each binary of the recipe's wheels links and carries. A library a repair grafted into the wheel is not
+    the package's own: a CUDA one among them names a component the recipe must declare (and the repair then
+    leaves out)."""
+    table, found = component_table(), Linked()
+    for entry in entries:
+        major, platform = entry.get("cuda"), entry.get("platform")
+        if not isinstance(major, int) or not isinstance(platform, str) or platform not in platforms():
+            raise UserError(f"report entry {shown(entry.get('wheel'))}: no CUDA major or known platform — refused")
+        os_name = platforms()[platform].os
+        found.wheels.append(str(entry.get("wheel")))
+        binaries = entry.get("binaries")
+        for binary in binaries if isinstance(binaries, list) else []:
+            if not isinstance(binary, dict) or not isinstance(binary.get("member"), str):
+                continue
+            member, module = PurePosixPath(binary["member"]), binary.get("module")
+            name = unvendored(member.name)
+            grafted = module is None and member.parent.name.endswith(".libs")
+            links: set[str] = set()
+            for library in [name] if grafted else _strings(binary.get("needed")):
+                library = unvendored(library)
+                owner = table.owner_of(library, major, os_name, table.names())
+                if owner is not None and table.components[owner].role == "runtime":
+                    links.add(owner)
+                    found.components.setdefault(owner, f"{member.name} links {library}")
+                elif library.lower() == table.driver.on(os_name).lower():
+                    links.add(DRIVER)
+                elif (provider := provider_of(library)) is not None:
+                    links.add(provider)
+                    found.providers.add(provider)
+            if grafted:
+                continue
+            own = str(module) if isinstance(module, str) else name
+            (found.modules if isinstance(module, str) else found.libraries).setdefault(own, set()).update(links)
+            if binary.get("device_code") is True and own not in found.device_code:
+                found.device_code.append(own)
+    return found
+
+
+def _flow(values: list[str]) -> CommentedSeq:
+    seq = CommentedSeq(values)
+    seq.fa.set_flow_style()
+    return seq
+
+
+def _policies(data: CommentedMap, key: str) -> CommentedMap:
+    policies = data.get(key)
+    if not isinstance(policies, CommentedMap):
+        policies = CommentedMap()
+        data[key] = policies
+    policies.fa.set_block_style()
+    return policies
+
+
+def _allow(policies: CommentedMap, name: str, links: set[str], what: str) -> None:
+    """Let `name` link `links`: nothing when its policy already does, else its own entry with what it needs."""
+    current = most_specific({str(k): [str(x) for x in v or []] for k, v in policies.items()}, name)
+    if current is not None and links <= set(current):
+        return
+    wanted = sorted(links | set(current or []) if name in policies else links)
+    policies[name] = _flow(wanted)
+    policies.yaml_add_eol_comment(
+        f"from the report: {what} links {', '.join(sorted(links)) or 'no CUDA library'}", name
+    )
+
+
+def apply(data: CommentedMap, found: Linked) -> None:
+    """The recipe's data with what the report shows added."""
+    declared = {str(c) for c in [*data.get("components", []), *data.get("optional", [])]}
+    components = data.get("components")
+    if not isinstance(components, CommentedSeq):
+        components = _flow([])
+        data["components"] = components
+    for component in sorted(set(found.components) - declared):
+        components.append(component)
+    if set(found.components) - declared:
+        added = "; ".join(f"{c}: {found.components[c]}" for c in sorted(set(found.components) - declared))
+        data.yaml_add_eol_comment(f"from the report: {added}", "components")
+    modules = _policies(data, "modules")
+    for module, links in sorted(found.modules.items()):
+        if links:
+            _allow(modules, module, links, "it")
+    policies = {str(k): list(v or []) for k, v in modules.items()}
+    if any(not links and most_specific(policies, module) is None for module, links in found.modules.items()):
+        _allow(modules, "*", set(), "every other module")
+    libraries = {name: links for name, links in found.libraries.items() if links or name in found.device_code}
+    if libraries:
+        shared = _policies(data, "shared_libraries")
+        for name, links in sorted(libraries.items()):
+            _allow(shared, name, links, "it")
+    for provider in sorted(found.providers):
+        provided = _policies(data, "provided_libraries")
+        if provider not in provided:
+            provided[provider] = provided_libraries_of(provider)
+    device_code = data.get("device_code")
+    if not isinstance(device_code, CommentedSeq):
+        device_code = _flow([])
+    new = [name for name in found.device_code if name not in device_code]
+    if new:
+        device_code.extend(sorted(new))
+        data["device_code"] = device_code
+        data.yaml_add_eol_comment("from the report: these carry device code, so a build must keep it", "device_code")
+
+
+def _yaml() -> YAML:
+    yaml = YAML()  # round trip: comments, order and flow style kept
+    yaml.preserve_quotes = True
+    yaml.width = 120
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def complete_recipe(report: Path, name: str, root: Path) -> tuple[Path, str]:
+    """Complete recipes/<name>/recipe.yaml from `report`; (its path, the unified diff of the change, empty when
+    the recipe already allowed everything the report shows)."""
+    path = root / "recipes" / name / "recipe.yaml"
+    try:
+        before = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise UserError(
+            f"recipes/{shown(name)}/recipe.yaml: cannot read it — draft it first (`nox -s recipe -- NAME==VERSION`)"
+        ) from None
+    found = linked(_entries(report, name))
+    yaml = _yaml()
+    data = yaml.load(before)
+    if not isinstance(data, CommentedMap):
+        raise UserError(f"recipes/{shown(name)}/recipe.yaml: not a mapping — fix it, or draft it afresh")
+    apply(data, found)
+    written = io.StringIO()
+    yaml.dump(data, written)
+    after = written.getvalue()
+    if after == before:
+        return path, ""
+    write_checked(after, path.parent, root)
+    diff = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), str(path.relative_to(root)), "completed"
+    )
+    return path, "".join(diff)

@@ -1,0 +1,268 @@
+"""What a source's build does with CUDA, read as text and never run: the CUDA libraries it links (CMake's
+`CUDA::` targets, setup.py's `libraries=`, the exclusions of its own repair command), whether it compiles against
+torch, the switches that turn CUDA on (a CMake `option` defaulting OFF, the source's own cibuildwheel settings,
+which the factory's replace), the architectures it would pick over the variant's, and what its setup.py reads from
+the environment."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..components import component_table, operating_system, platforms
+from ..inputs.recipe_checks import RESERVED_ENVIRONMENT
+from ..source_metadata import pkg_info, source_build_requires, source_project
+from .reading import Guess, files_named, line_of, pyproject, table, text_of
+
+_CMAKE_FILES = re.compile(r"CMakeLists\.txt|.+\.cmake")
+_CMAKE_TARGET = re.compile(r"\bCUDA::(\w+)")
+_FINDCUDA_LIBRARY = re.compile(r"\$\{CUDA_(\w+?)_LIBRAR(?:Y|IES)\}")
+_OPTION = re.compile(r'^\s*option\s*\(\s*(\w+)\s+"([^"]*)"\s*(ON|OFF|TRUE|FALSE)?\s*\)', re.MULTILINE | re.IGNORECASE)
+# An option that turns the CUDA build on (USE_CUDA, FINUFFT_USE_CUDA, WITH_CUDA), not one that tunes it.
+_CUDA_SWITCH = re.compile(r"(^|_)(USE|WITH|ENABLE|BUILD)_CUDA($|_)|^CUDA$", re.IGNORECASE)
+_SETS_ARCHS = re.compile(r"\bset\s*\(\s*CMAKE_CUDA_ARCHITECTURES\b", re.IGNORECASE)
+_HARD_CODED_ARCHS = re.compile(r"-gencode|--generate-code|arch=compute_\d+|-arch[= ]sm_\d+|CUDA_ARCHITECTURES\s+\d")
+_LINK_FLAG = re.compile(r"""["']-l(\w+)["']""")
+_EXCLUDE = re.compile(r"--exclude[= ]+([^\s\"']+)")
+# What a build against torch's C++ API shows in setup.py.
+_TORCH_BUILD = re.compile(r"\bcpp_extension\b|\bCUDAExtension\b|\bBuildExtension\b")
+# CMake's and the link line's names for the driver, which no component is.
+DRIVER_NAMES = frozenset({"cuda", "cuda_driver"})
+# Variables a setup.py reads whose values the factory gives (CUDA_HOME and its kin) or cibuildwheel does.
+FACTORY_GIVES = frozenset({*RESERVED_ENVIRONMENT, "CUDAHOME", "CUDA_ROOT", "CIBUILDWHEEL", "PATH"})
+
+
+@dataclass
+class CudaBuild:
+    """What the build's files say, each with where it was read."""
+
+    torch: Guess[bool] | None = None
+    components: dict[str, str] = field(default_factory=dict)  # component -> where its library is linked
+    static: dict[str, str] = field(default_factory=dict)  # a statically linked CUDA library -> where
+    driver: str = ""  # where the driver is linked, if it is
+    cmake_args: list[Guess[str]] = field(default_factory=list)  # -DNAME=VALUE, each with why
+    environment: dict[str, Guess[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the user must look at; no field says it
+    platforms: Guess[list[str]] | None = None
+
+
+def link_names() -> dict[str, str]:
+    """A CUDA library's link name (cufft, cublasLt; lowercased) -> its component, from the component table's Linux
+    sonames (libcufft.so.11 -> cufft) of every major."""
+    table_ = component_table()
+    names: dict[str, str] = {}
+    for name in table_.names():
+        if table_.components[name].role != "runtime":
+            continue
+        for major in table_.components[name].majors:
+            entry = table_.get(name, major)
+            layout = entry.layout("linux") if entry else None
+            for library in layout.libraries if layout else ():
+                match = re.match(r"lib([\w-]+?)\.so", library)
+                if match:
+                    names.setdefault(match[1].lower(), name)
+    return names
+
+
+def _link(found: CudaBuild, name: str, where: str) -> None:
+    """Record one linked library by its link name, if it is a CUDA one."""
+    base = name.lower()
+    static = base.endswith("_static")
+    base = base.removesuffix("_static")
+    if base in DRIVER_NAMES:
+        found.driver = found.driver or where
+        return
+    component = link_names().get(base)
+    if component is None:
+        return
+    if static:
+        found.static.setdefault(component, where)
+    else:
+        found.components.setdefault(component, where)
+
+
+def read_cuda_build(tree: Path) -> CudaBuild:
+    found = CudaBuild()
+    _read_cmake(tree, found)
+    _read_setup_py(tree, found)
+    _read_own_cibuildwheel(tree, found)
+    found.torch = _torch(tree)
+    found.platforms = _platforms(tree)
+    return found
+
+
+def _shown_path(tree: Path, path: Path) -> str:
+    return str(path.relative_to(tree))
+
+
+def _defined_by_source(tree: Path) -> set[str]:
+    """The CMake variables the source's own pyproject defines for its build (scikit-build-core's cmake.define,
+    -D in cmake.args): a switch it already turns on needs no recipe."""
+    settings = table(pyproject(tree), "tool", "scikit-build", "cmake")
+    defined = set(settings.get("define", {})) if isinstance(settings.get("define"), dict) else set()
+    for arg in settings.get("args", []) if isinstance(settings.get("args"), list) else []:
+        match = re.match(r"-D(\w+)", str(arg))
+        if match:
+            defined.add(match[1])
+    return defined
+
+
+def _read_cmake(tree: Path, found: CudaBuild) -> None:
+    defined = _defined_by_source(tree)
+    for path in files_named(tree, _CMAKE_FILES):
+        text, shown = text_of(path), _shown_path(tree, path)
+        for match in [*_CMAKE_TARGET.finditer(text), *_FINDCUDA_LIBRARY.finditer(text)]:
+            _link(found, match[1], f"{shown}:{line_of(text, match.start())}")
+        for option in _OPTION.finditer(text):
+            name, default = option[1], (option[3] or "OFF").upper()
+            if _CUDA_SWITCH.search(name) and default in ("OFF", "FALSE") and name not in defined:
+                where = f"{shown}:{line_of(text, option.start())} option({name} ... {default})"
+                found.cmake_args.append(Guess(f"-D{name}=ON", where, "the CUDA build is off by default"))
+        sets = _SETS_ARCHS.search(text)
+        if sets and not any("CMAKE_CUDA_ARCHITECTURES" in g.value for g in found.cmake_args):
+            where = f"{shown}:{line_of(text, sets.start())} sets CMAKE_CUDA_ARCHITECTURES"
+            found.cmake_args.append(
+                Guess("-DCMAKE_CUDA_ARCHITECTURES=$CMAKE_CUDA_ARCHITECTURES", where, "else it picks its own GPUs")
+            )
+        _hard_coded(found, text, shown)
+
+
+def _hard_coded(found: CudaBuild, text: str, shown: str) -> None:
+    match = _HARD_CODED_ARCHS.search(text)
+    if match:
+        found.notes.append(
+            f"{shown}:{line_of(text, match.start())} names GPU architectures itself: the audit holds every binary "
+            "to the variant's (SASS for each, PTX for the newest) — pass the factory's ($NVCC_GENCODE, "
+            "$CMAKE_CUDA_ARCHITECTURES) if the build lets you, or narrow a binary on purpose in device_code_archs"
+        )
+
+
+def _environment_reads(module: ast.Module) -> dict[str, int]:
+    """The variables setup.py reads (os.environ[...], .get, os.getenv, `in os.environ`) -> the line of the first."""
+    reads: dict[str, int] = {}
+    for node in ast.walk(module):
+        name: object = None
+        if isinstance(node, ast.Subscript) and "environ" in ast.unparse(node.value):
+            name = _constant(node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            callee = ast.unparse(node.func)
+            if callee.endswith(("environ.get", "getenv")):
+                name = _constant(node.args[0])
+        elif (
+            isinstance(node, ast.Compare)
+            and any(isinstance(o, ast.In | ast.NotIn) for o in node.ops)
+            and any("environ" in ast.unparse(c) for c in node.comparators)
+        ):
+            name = _constant(node.left)
+        if isinstance(name, str) and re.fullmatch(r"[A-Za-z_]\w*", name):
+            reads.setdefault(name, getattr(node, "lineno", 0))
+    return reads
+
+
+def _constant(node: ast.expr) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _read_setup_py(tree: Path, found: CudaBuild) -> None:
+    text = text_of(tree / "setup.py")
+    if not text:
+        return
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        found.notes.append("setup.py does not parse as Python: nothing was read from it")
+        return
+    for node in ast.walk(module):
+        if isinstance(node, ast.keyword) and node.arg == "libraries" and isinstance(node.value, ast.List | ast.Tuple):
+            for element in node.value.elts:
+                if isinstance(element, ast.Constant) and isinstance(element.value, str):
+                    _link(found, element.value, f"setup.py:{element.lineno} libraries=[...]")
+    for match in _LINK_FLAG.finditer(text):
+        _link(found, match[1], f"setup.py:{line_of(text, match.start())}")
+    _hard_coded(found, text, "setup.py")
+    compiles_cuda = "nvcc" in text and re.search(r"\.cu['\"]", text) is not None
+    if compiles_cuda and not _TORCH_BUILD.search(text) and not _HARD_CODED_ARCHS.search(text):
+        where = "setup.py compiles .cu files with nvcc and names no GPU architecture"
+        found.environment["NVCC_APPEND_FLAGS"] = Guess("$NVCC_GENCODE", where, "else nvcc's default GPU alone")
+    reads = _environment_reads(module)
+    for name, line in reads.items():
+        if re.search(r"FORCE_(CUDA|BUILD)$|^FORCE_CUDA$", name) and name not in found.environment:
+            value = "TRUE" if re.search(rf"{name}\W+[^\n]*==\s*['\"]TRUE['\"]", text) else "1"
+            found.environment[name] = Guess(value, f"setup.py:{line} reads {name}", "forces the CUDA build")
+    others = [n for n in reads if n not in FACTORY_GIVES and n not in found.environment]
+    if others:
+        found.notes.append(
+            f"setup.py reads {', '.join(others)} from the environment: set in `environment` those the CUDA build "
+            "needs (the factory sets CUDA_HOME, CUDA_PATH and puts nvcc on PATH)"
+        )
+
+
+def _read_own_cibuildwheel(tree: Path, found: CudaBuild) -> None:
+    """The source's [tool.cibuildwheel]: the factory's replaces it in the variant's pyproject, so what it sets
+    for the build must move into the recipe."""
+    own = table(pyproject(tree), "tool", "cibuildwheel")
+    settings = own.get("config-settings", {})
+    if isinstance(settings, dict):
+        for key, value in settings.items():
+            name = str(key).removeprefix("cmake.define.")
+            if name == str(key) or "CMAKE_CUDA_ARCHITECTURES" in name:
+                continue  # not a CMake definition; the architectures are the factory's
+            where = f"pyproject.toml [tool.cibuildwheel] config-settings {name}"
+            found.cmake_args.append(Guess(f"-D{name}={value}", where, "the factory's cibuildwheel table replaces it"))
+    for section in (own, table(own, "linux")):
+        environment = section.get("environment", {})
+        for name, value in environment.items() if isinstance(environment, dict) else ():
+            if str(name) not in FACTORY_GIVES and str(name) not in found.environment:
+                where = "pyproject.toml [tool.cibuildwheel] environment"
+                found.environment[str(name)] = Guess(str(value), where, "the factory's cibuildwheel table replaces it")
+        for command in _strings(section.get("repair-wheel-command")):
+            for match in _EXCLUDE.finditer(command):
+                for library in match[1].split(";"):
+                    _excluded(found, library)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _excluded(found: CudaBuild, library: str) -> None:
+    """A library the source's own repair command leaves out of its wheel: one of NVIDIA's is a component."""
+    table_ = component_table()
+    majors = sorted({major for component in table_.components.values() for major in component.majors})
+    for os_name in ("linux", "windows"):
+        for major in majors:
+            owner = table_.owner_of(library, major, os_name, table_.names())
+            if owner is not None:
+                where = "pyproject.toml [tool.cibuildwheel] repair-wheel-command excludes it"
+                found.components.setdefault(owner, where)
+                return
+
+
+def _torch(tree: Path) -> Guess[bool] | None:
+    text = text_of(tree / "setup.py")
+    match = _TORCH_BUILD.search(text)
+    if match:
+        return Guess(True, f"setup.py:{line_of(text, match.start())} builds with torch.utils.cpp_extension")
+    requires = source_build_requires(tree) or []
+    if any(re.match(r"torch\b", line.strip()) for line in requires):
+        return Guess(True, "pyproject.toml [build-system] requires torch")
+    return None
+
+
+def _platforms(tree: Path) -> Guess[list[str]] | None:
+    """The platforms whose operating system the source's classifiers name, where they name any."""
+    project = source_project(tree) or {}
+    classifiers = project.get("classifiers") or pkg_info(tree).get("classifiers") or []
+    named = [
+        name
+        for name, platform in platforms().items()
+        if any(str(c).startswith(operating_system(platform.os).classifier) for c in classifiers)
+    ]
+    if not named or any("OS Independent" in str(c) for c in classifiers):
+        return None
+    return Guess(named, "the source's Operating System classifiers", "the first build tells whether each works")

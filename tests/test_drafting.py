@@ -1,0 +1,252 @@
+"""`nox -s recipe`: drafts from real PyPI sdists come out near the recipes written by hand for them, with every
+difference listed here; a source the drafter cannot read says so and still gets what could be read; a recipe is
+completed from a real build's report (cuprobe's, built by the session's fixture) to what its hand-written policies
+allow, and a second completion changes nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wheelfactory.cli import main
+from wheelfactory.drafting import SourceGiven, complete_recipe, draft_recipe
+from wheelfactory.inputs import Recipe
+from wheelfactory.inputs.recipe import most_specific
+
+from .conftest import REPO, SOURCES, Built
+
+# Each real package's hand-written recipe, and how its draft differs from it: field -> (draft, recipe). What a
+# field here says is what the draft's comments ask the user to decide, or what only a build shows.
+CASES: dict[str, tuple[str, Path, dict[str, tuple[object, object]]]] = {
+    "cufinufft": (
+        "cufinufft==2.4.1",
+        SOURCES / "cufinufft.recipe.yaml",
+        {
+            "cuda": (None, [12]),  # 2.4.1 predates CUDA 13, and 11.8 lacks an atomicAdd it uses: builds show it
+            "platforms": (["linux-x86_64", "linux-aarch64"], ["linux-x86_64"]),  # its classifiers say Linux
+        },
+    ),
+    "torchsort": (
+        "torchsort==0.1.10",
+        SOURCES / "torchsort.recipe.yaml",
+        {"platforms": (None, ["linux-x86_64"])},  # torch's CUDA wheels: the recipe keeps to what was tried
+    ),
+    "pyvkfft": (
+        "pyvkfft==2025.1.1",
+        REPO / "recipes/pyvkfft/recipe.yaml",
+        {
+            "platforms": (None, ["linux-x86_64", "linux-aarch64"]),
+            # setup.py picks its backends from VKFFT_BACKEND, which the draft's note names; and the sdist's
+            # PKG-INFO was written where OpenCL was found, so it requires pyopencl.
+            "environment": (["NVCC_APPEND_FLAGS"], ["NVCC_APPEND_FLAGS", "VKFFT_BACKEND"]),
+            "dependencies": (["numpy", "psutil", "pyopencl"], ["numpy", "psutil"]),
+        },
+    ),
+    "pycuda": (
+        "pycuda==2026.1",
+        REPO / "recipes/pycuda/recipe.yaml",
+        {
+            "platforms": (None, ["linux-x86_64", "linux-aarch64"]),
+            # its libraries come from configure options (aksetup), not a literal: the report names cuRAND
+            "components": ([], ["curand"]),
+            # numpy, whose C API _driver is built against, is in no metadata of the sdist
+            "dependencies": (
+                ["pytools>=2011.2", "platformdirs>=2.2.0", "mako"],
+                ["numpy", "pytools>=2011.2", "platformdirs>=2.2.0", "mako"],
+            ),
+        },
+    ),
+    "cuvec": (
+        "cuvec==6.0.1",
+        REPO / "recipes/cuvec/recipe.yaml",
+        # its classifiers name Windows, where its CMake build needs Visual Studio's CUDA integration
+        {"platforms": (["linux-x86_64", "linux-aarch64", "windows-amd64"], ["linux-x86_64", "linux-aarch64"])},
+    ),
+}
+
+
+def _fields(recipe: Recipe) -> dict[str, object]:
+    """What a draft can know before a build, in a form two recipes can be compared by."""
+    return {
+        "name": recipe.name,
+        "version": recipe.version,
+        "import": recipe.import_name,
+        "packages": recipe.packages or [recipe.import_name],
+        "source": recipe.source.model_dump(),
+        "wheel_abi": recipe.wheel_abi,
+        "torch": recipe.torch,
+        "cuda": recipe.cuda,
+        "platforms": recipe.platforms,
+        "components": sorted(recipe.components),
+        "provided_libraries": {k: v.dir for k, v in recipe.provided_libraries.items()},
+        "environment": sorted(recipe.environment) if set(recipe.environment) != {"CMAKE_ARGS"} else recipe.environment,
+        "dependencies": recipe.dependencies,
+        "cuda_at_import": recipe.smoke.cuda_at_import,
+    }
+
+
+def _recipe(path: Path) -> Recipe:
+    return Recipe.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+def _bare_project(project: Path) -> Path:
+    for recipe in (project / "recipes").iterdir():
+        shutil.rmtree(recipe)
+    return project
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_real_sdists_draft_comes_near_its_hand_written_recipe(project: Path, name: str) -> None:
+    pin, written, differences = CASES[name]
+    path, _ = draft_recipe(SourceGiven(sdist=pin), _bare_project(project))
+    assert path == project / "recipes" / name / "recipe.yaml"
+    drafted, hand = _fields(_recipe(path)), _fields(_recipe(written))
+    found = {field: (drafted[field], hand[field]) for field in hand if drafted[field] != hand[field]}
+    assert found == differences
+    # The draft passes the recipe's checks as written: render accepts it.
+    assert main(["--root", str(project), "render"]) == 0
+
+
+def test_each_guess_says_what_it_was_read_from(project: Path) -> None:
+    path, notes = draft_recipe(SourceGiven(sdist="torchsort==0.1.10"), _bare_project(project))
+    text = path.read_text(encoding="utf-8")
+    assert "# setup.py:10 builds with torch.utils.cpp_extension" in text
+    assert "# setup.py setup(packages=[...])\nimport: torchsort" in text
+    assert "DECIDE: the CUDA majors it builds for" in text
+    assert all(len(line) <= 120 for line in text.splitlines()), max(text.splitlines(), key=len)
+    assert notes == [
+        "setup.py reads TORCHSORT_VERSION_SUFFIX from the environment: set in `environment` those the CUDA build "
+        "needs (the factory sets CUDA_HOME, CUDA_PATH and puts nvcc on PATH)"
+    ]
+
+
+def test_an_existing_recipe_is_never_overwritten(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = (project / "recipes/cuprobe/recipe.yaml").read_bytes()
+    assert main(["--root", str(project), "recipe", str(project / "recipes/cuprobe/source")]) == 2
+    assert "recipes/cuprobe/recipe.yaml exists — `nox -s recipe -- --from-report" in capsys.readouterr().err
+    assert (project / "recipes/cuprobe/recipe.yaml").read_bytes() == before
+    assert main(["--root", str(project), "recipe", "pyvkfft==2025.1.1"]) == 2
+    assert "recipes/pyvkfft/recipe.yaml exists" in capsys.readouterr().err
+
+
+def test_a_source_it_cannot_read_says_so_and_still_gets_a_draft(project: Path) -> None:
+    """A folder source whose setup.py does not parse: the name and version come from pyproject, the rest is what
+    could be read, and the draft's first lines say what could not."""
+    source = project / "recipes/oddpkg/source"
+    (source / "oddpkg").mkdir(parents=True)
+    (source / "oddpkg/__init__.py").write_text("import ctypes\n_lib = ctypes.CDLL('liboddpkg.so')\n")
+    (source / "pyproject.toml").write_text('[project]\nname = "oddpkg"\nversion = "1.0"\n')
+    (source / "setup.py").write_text("from setuptools import setup\nsetup(name='oddpkg',\n")
+    (source / "CMakeLists.txt").write_text(
+        'option(ODD_USE_CUDA "build the CUDA kernels" OFF)\ntarget_link_libraries(odd CUDA::cublas CUDA::cuda_driver)\n'
+    )
+    path, notes = draft_recipe(SourceGiven(folder=source), project)
+    assert notes == ["setup.py does not parse as Python: nothing was read from it"]
+    drafted = _recipe(path)
+    assert drafted.source.model_dump() == {"path": "source"}
+    assert (drafted.name, drafted.version, drafted.components) == ("oddpkg", "1.0", ["cublas"])
+    assert drafted.environment == {"CMAKE_ARGS": "-DODD_USE_CUDA=ON"}
+    assert drafted.smoke.cuda_at_import
+    text = path.read_text(encoding="utf-8")
+    assert "# NOTE: setup.py does not parse as Python" in text
+    assert "CMakeLists.txt:2 links the driver: the module that does gets `driver` in its list" in text
+
+
+def test_a_source_without_a_name_is_refused_naming_what_is_missing(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = project / "recipes/nameless/source"
+    source.mkdir(parents=True)
+    (source / "CMakeLists.txt").write_text("project(x CUDA)\n")
+    assert main(["--root", str(project), "recipe", str(source)]) == 2
+    assert "its name and version could not be read" in capsys.readouterr().err
+    assert not (project / "recipes/nameless/recipe.yaml").exists()
+
+
+def _strip_policies(recipe: Path) -> None:
+    """cuprobe's recipe as a draft has it: no component, no module allowed anything, no device code."""
+    data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    data.update(components=[], modules={"*": []}, device_code=[])
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_recipe_is_completed_from_a_real_builds_report(
+    built12: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = built12.root / "dist/report.json"
+    project = _bare_project(shutil.copytree(built12.root, tmp_path / "project", symlinks=True, ignore=_no_dist))
+    shutil.copytree(REPO / "recipes/cuprobe", project / "recipes/cuprobe", symlinks=True)
+    _strip_policies(project / "recipes/cuprobe/recipe.yaml")
+    path, diff = complete_recipe(report, "cuprobe", project)
+    assert diff.startswith("--- recipes/cuprobe/recipe.yaml\n+++ completed\n")
+    completed, hand = _recipe(path), _recipe(REPO / "recipes/cuprobe/recipe.yaml")
+    entry = json.loads(report.read_text())["wheels"][0]
+    modules = [b["module"] for b in entry["binaries"] if b["module"]]
+    assert len(modules) == 6
+    for module in modules:  # each module is allowed exactly what the hand-written recipe allows it
+        assert sorted(most_specific(completed.modules, module) or []) == sorted(hand.modules[module]), module
+    assert sorted(completed.components) == sorted(hand.components)  # nccl stays optional
+    assert completed.device_code == hand.device_code
+    assert "# from the report: it links cudart, nvrtc" in path.read_text(encoding="utf-8")
+    # Again: nothing left to add.
+    assert main(["--root", str(project), "recipe", "--from-report", str(report), "--recipe", "cuprobe"]) == 0
+    assert "already allows everything the report shows" in capsys.readouterr().err
+
+
+def _no_dist(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if n in ("dist", "build")]
+
+
+@pytest.mark.parametrize(
+    ("report", "said"),
+    [
+        ("not json", "not JSON"),
+        ('{"wheels": {}}', "no `wheels` list"),
+        ('{"wheels": [{"wheel": "x.whl", "dist_name": "other-cuda12x"}]}', "has no wheel of cuprobe"),
+        ('{"wheels": [{"wheel": "x\\u001b]8.whl", "dist_name": "cuprobe-cuda12x", "cuda": "12"}]}', "'x\\x1b]8.whl'"),
+    ],
+)
+def test_a_report_that_is_not_one_is_refused(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], report: str, said: str
+) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(report)
+    before = (project / "recipes/cuprobe/recipe.yaml").read_bytes()
+    assert main(["--root", str(project), "recipe", "--from-report", str(path), "--recipe", "cuprobe"]) == 2
+    assert said in capsys.readouterr().err
+    assert (project / "recipes/cuprobe/recipe.yaml").read_bytes() == before
+
+
+def test_the_template_renders_every_branch(project: Path) -> None:
+    """A setup.py source with nvcc, a force switch and requirements only in PKG-INFO: the branches the real
+    packages above leave out."""
+    source = project / "recipes/forcepkg/source"
+    (source / "forcepkg").mkdir(parents=True)
+    (source / "forcepkg/__init__.py").write_text("")
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: forcepkg\nVersion: 2.0\nRequires-Dist: numpy\n")
+    (source / "setup.py").write_text(
+        textwrap.dedent(
+            """\
+            import os
+            from setuptools import setup, Extension
+            FORCE = os.environ.get("FORCEPKG_FORCE_CUDA", "0") == "1"
+            ext = Extension("forcepkg._k", sources=["k.cu"], libraries=["cufft", "curand_static"])
+            nvcc = "nvcc"
+            setup(name="forcepkg", packages=["forcepkg"], ext_modules=[ext])
+            """
+        )
+    )
+    path, _ = draft_recipe(SourceGiven(folder=source), project)
+    drafted = _recipe(path)
+    assert drafted.environment == {"NVCC_APPEND_FLAGS": "$NVCC_GENCODE", "FORCEPKG_FORCE_CUDA": "1"}
+    assert drafted.dependencies == ["numpy"]
+    assert drafted.components == ["cufft"]
+    assert drafted.modules == {"*": []}
+    assert "curand also statically (setup.py:4 libraries=[...]): that one needs no wheel" in path.read_text()
