@@ -4,6 +4,7 @@ what decides Linux or Windows lives in the platform objects. These are the rules
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -144,14 +145,26 @@ def test_modules_functions_and_templates_stay_short() -> None:
     assert too_long == []
 
 
-# The build's extra (wheelfactory[build]): nox's render, plan and image sessions install the engine without it.
+# The build's extra (wheelfactory[build]): nox's render, plan, image and recipe sessions install the engine without it.
 BUILD_TOOLS = ("auditwheel", "cibuildwheel", "delvewheel", "abi3audit", "pypiserver", "twine")
+# A report of one wheel of cuprobe that shows no binary: completing the recipe from it changes nothing.
+EMPTY_REPORT = {"wheels": [{"wheel": "w.whl", "dist_name": "cuprobe-cuda12x", "cuda": 12, "platform": "linux-x86_64"}]}
 
 
-@pytest.mark.parametrize("command", [["render"], ["plan", "--compact"], ["image", "--help"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["render"],
+        ["plan", "--compact"],
+        ["image", "--help"],
+        ["recipe", "--from-report", "r.json", "--recipe", "cuprobe"],
+    ],
+)
 def test_the_commands_of_the_light_sessions_need_no_build_tools(project: Path, command: list[str]) -> None:
     """Each runs with the build's tools unimportable, as in a venv without the extra (CI's first step is `nox -s
     image`)."""
+    (project / "r.json").write_text(json.dumps(EMPTY_REPORT))
+    command = [str(project / c) if c == "r.json" else c for c in command]
     code = (
         f"import sys; sys.modules.update(dict.fromkeys({BUILD_TOOLS!r}))\n"
         "from wheelfactory.cli import main\n"

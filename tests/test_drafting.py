@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from wheelfactory.cli import main
 from wheelfactory.drafting import SourceGiven, complete_recipe, draft_recipe
 from wheelfactory.inputs import Recipe
 from wheelfactory.inputs.recipe import most_specific
+from wheelfactory.sources import sdists
 
 from .conftest import REPO, SOURCES, Built
 
@@ -250,3 +252,30 @@ def test_the_template_renders_every_branch(project: Path) -> None:
     assert drafted.components == ["cufft"]
     assert drafted.modules == {"*": []}
     assert "curand also statically (setup.py:4 libraries=[...]): that one needs no wheel" in path.read_text()
+
+
+def test_a_git_commit_is_drafted_pinned_to_that_commit(project: Path, tmp_path: Path) -> None:
+    repository = tmp_path / "gitpkg"
+    (repository / "src/gitpkg").mkdir(parents=True)
+    (repository / "src/gitpkg/__init__.py").write_text("")
+    (repository / "pyproject.toml").write_text(
+        '[project]\nname = "gitpkg"\nversion = "0.3"\ndescription = "a package from git"\n'
+        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+    )
+    (repository / "CMakeLists.txt").write_text("find_package(CUDAToolkit)\ntarget_link_libraries(k CUDA::cusparse)\n")
+    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    rev = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    url = repository.as_uri()
+    assert main(["--root", str(project), "recipe", "--git", url, "--rev", rev]) == 0
+    drafted = _recipe(project / "recipes/gitpkg/recipe.yaml")
+    assert drafted.source.model_dump() == {"git": url, "rev": rev}
+    assert (drafted.import_name, drafted.summary, drafted.components) == ("gitpkg", "a package from git", ["cusparse"])
+
+
+def test_a_name_alone_drafts_its_newest_final_release(project: Path) -> None:
+    newest = max(v for v, _, _ in sdists("cuvec") if not v.is_prerelease and not v.is_devrelease)
+    assert main(["--root", str(_bare_project(project)), "recipe", "cuvec"]) == 0
+    assert _recipe(project / "recipes/cuvec/recipe.yaml").source.model_dump()["sdist"] == f"cuvec=={newest}"
