@@ -22,6 +22,8 @@ from wheelfactory.sources import sdists
 
 from .conftest import REPO, SOURCES, Built
 
+REPORTS = Path(__file__).parent / "reports"
+
 # Each real package's hand-written recipe, and how its draft differs from it: field -> (draft, recipe). What a
 # field here says is what the draft's comments ask the user to decide, or what only a build shows.
 CASES: dict[str, tuple[str, Path, dict[str, tuple[object, object]]]] = {
@@ -279,3 +281,17 @@ def test_a_name_alone_drafts_its_newest_final_release(project: Path) -> None:
     newest = max(v for v, _, _ in sdists("cuvec") if not v.is_prerelease and not v.is_devrelease)
     assert main(["--root", str(_bare_project(project)), "recipe", "cuvec"]) == 0
     assert _recipe(project / "recipes/cuvec/recipe.yaml").source.model_dump()["sdist"] == f"cuvec=={newest}"
+
+
+def test_a_drafted_recipe_completed_from_a_recorded_report_is_the_hand_written_one(project: Path) -> None:
+    """tests/reports/cufinufft-2.4.1-cuda12.json is the report of a real build of cufinufft's draft, completed once
+    (test_drafting_build.py makes it again): its library links cudart and cuFFT, and tier 1 shows what its import
+    raises without CUDA. Completing the draft from it gives what the recipe written by hand says."""
+    path, _ = draft_recipe(SourceGiven(sdist="cufinufft==2.4.1"), _bare_project(project))
+    _, diff = complete_recipe(REPORTS / "cufinufft-2.4.1-cuda12.json", "cufinufft", project)
+    assert "+  cuda_import_error: Could not find cufinufft library in system path  # from the report" in diff
+    completed, hand = _recipe(path), _recipe(SOURCES / "cufinufft.recipe.yaml")
+    assert completed.shared_libraries == hand.shared_libraries
+    assert completed.device_code == hand.device_code
+    assert completed.smoke.cuda_import_error == hand.smoke.cuda_import_error
+    assert completed.modules == hand.modules == {}

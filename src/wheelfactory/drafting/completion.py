@@ -47,6 +47,9 @@ class Linked:
     components: dict[str, str] = field(default_factory=dict)  # component -> the first binary seen linking it
     providers: set[str] = field(default_factory=set)
     wheels: list[str] = field(default_factory=list)
+    # What a CUDA-eager import raised in tier 1, where it named no CUDA library (cufinufft's loader says "Could not
+    # find cufinufft library in system path"): the text the recipe's smoke.cuda_import_error may give.
+    import_error: str = ""
 
 
 def _entries(report: Path, name: str) -> list[dict[str, Any]]:
@@ -95,6 +98,7 @@ def linked(entries: list[dict[str, Any]]) -> Linked:
             raise UserError(f"report entry {shown(entry.get('wheel'))}: no CUDA major or known platform — refused")
         os_name = platforms()[platform].os
         found.wheels.append(str(entry.get("wheel")))
+        found.import_error = found.import_error or _import_error(entry)
         binaries = entry.get("binaries")
         for binary in binaries if isinstance(binaries, list) else []:
             if not isinstance(binary, dict) or not isinstance(binary.get("member"), str):
@@ -121,6 +125,27 @@ def linked(entries: list[dict[str, Any]]) -> Linked:
             if binary.get("device_code") is True and own not in found.device_code:
                 found.device_code.append(own)
     return found
+
+
+# Tier 1's check of a CUDA-eager import ("import pkg → ImportError|OSError naming …"), and what it raised instead:
+# ImportError or OSError itself (a subclass, ModuleNotFoundError say, is another failure), one printable line.
+_EAGER_IMPORT = re.compile(r"import [\w.]+ → ImportError\|OSError\b")
+_RAISED = re.compile(r"(?:ImportError|OSError): ([^\n]{1,200})")
+
+
+def _import_error(entry: dict[str, Any]) -> str:
+    smoke = entry.get("smoke")
+    for tier in smoke if isinstance(smoke, list) else []:
+        checks = tier.get("checks") if isinstance(tier, dict) and tier.get("tier") == 1 else None
+        for check in checks if isinstance(checks, list) else []:
+            if not isinstance(check, dict) or check.get("ok") is not False:
+                continue
+            name, detail = check.get("name"), check.get("detail")
+            if isinstance(name, str) and isinstance(detail, str) and _EAGER_IMPORT.match(name):
+                raised = _RAISED.fullmatch(detail.strip())
+                if raised and raised[1].isprintable():
+                    return raised[1]
+    return ""
 
 
 def _flow(values: list[str]) -> CommentedSeq:
@@ -178,6 +203,7 @@ def apply(data: CommentedMap, found: Linked) -> None:
         provided = _policies(data, "provided_libraries")
         if provider not in provided:
             provided[provider] = provided_libraries_of(provider)
+    _complete_smoke(data, found)
     device_code = data.get("device_code")
     if not isinstance(device_code, CommentedSeq):
         device_code = _flow([])
@@ -186,6 +212,19 @@ def apply(data: CommentedMap, found: Linked) -> None:
         device_code.extend(sorted(new))
         data["device_code"] = device_code
         data.yaml_add_eol_comment("from the report: these carry device code, so a build must keep it", "device_code")
+
+
+def _complete_smoke(data: CommentedMap, found: Linked) -> None:
+    """A CUDA-eager import whose error names no library: the text it raised, for tier 1 to expect."""
+    smoke = data.get("smoke")
+    if not found.import_error or not isinstance(smoke, CommentedMap) or smoke.get("cuda_at_import") is not True:
+        return
+    if not smoke.get("cuda_import_error"):
+        smoke["cuda_import_error"] = found.import_error
+        smoke.yaml_add_eol_comment(
+            "from the report: tier 1's import raised this, naming no CUDA library — check that it says CUDA is missing",
+            "cuda_import_error",
+        )
 
 
 def _yaml() -> YAML:

@@ -1,0 +1,65 @@
+"""The one-command path on a real package, end to end and with no hand edit: cufinufft 2.4.1 drafted from its PyPI
+sdist and built for CUDA 12 as drafted (the audit rejects it: the draft lets no binary link CUDA yet); completed
+from that build's report and built again (the audit passes; tier 1 rejects it: its import without CUDA raises an
+error that names no library); completed again from that report, which shows the error's text, and built into dist/.
+
+Heavy, beside slow: three builds of cufinufft's kernels, the first some seven minutes on two cores with an empty
+compiler cache (the others take the cache's, a minute each, and smoke). `nox -s tests -- -m heavy` runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wheelfactory.drafting import SourceGiven, complete_recipe, draft_recipe
+from wheelfactory.pipeline import BuildRequest, build
+from wheelfactory.plan import copy_inputs
+
+from .conftest import REPO, matrix_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.heavy]
+
+# What cufinufft's import raises without CUDA.
+IMPORT_ERROR = "Could not find cufinufft library in system path"
+
+
+def test_cufinufft_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
+    root = copy_inputs(REPO, tmp_path / "project")
+    for recipe in (root / "recipes").iterdir():
+        shutil.rmtree(recipe)
+    path, _ = draft_recipe(SourceGiven(sdist="cufinufft==2.4.1"), root)
+    request = BuildRequest(root, 12, ["3.12"], ["cufinufft"], build_image, None, matrix_for(root, build_image))
+
+    (first,) = build(request)
+    assert not first.passed
+    assert first.why_not() == [
+        f"audit: cufinufft/libcufinufft.so: needs {library} ({component}) but may link no CUDA library — link with "
+        "-Wl,--as-needed or fix the recipe's module policy"
+        for library, component in (("libcudart.so.12", "cudart"), ("libcufft.so.11", "cufft"))
+    ]
+
+    _, diff = complete_recipe(root / "dist/report.json", "cufinufft", root)
+    assert "+  libcufinufft.so: [cudart, cufft]  # from the report: it links cudart, cufft" in diff
+    completed = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert completed["shared_libraries"] == {"libcufinufft.so": ["cudart", "cufft"]}
+    assert completed["device_code"] == ["libcufinufft.so"]
+
+    (second,) = build(request)
+    assert second.audit is not None and second.audit.passed
+    assert second.why_not() == [
+        "smoke tier 1 (Python 3.12): import cufinufft → ImportError|OSError naming libcudart.so.12 or libcufft.so.11: "
+        f"ImportError: {IMPORT_ERROR}"
+    ]
+    complete_recipe(root / "dist/report.json", "cufinufft", root)
+    assert yaml.safe_load(path.read_text(encoding="utf-8"))["smoke"]["cuda_import_error"] == IMPORT_ERROR
+
+    (third,) = build(request)
+    assert third.passed, third.why_not()
+    assert [p.name for p in (root / "dist").glob("*.whl")] == [third.wheel]
+    entry = next(e for e in json.loads((root / "dist/report.json").read_text())["wheels"] if e["passed"])
+    assert entry["gpu_code"]["sass"]  # the variant's architectures, from the drafted CMAKE_ARGS
