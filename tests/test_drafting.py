@@ -295,3 +295,20 @@ def test_a_drafted_recipe_completed_from_a_recorded_report_is_the_hand_written_o
     assert completed.device_code == hand.device_code
     assert completed.smoke.cuda_import_error == hand.smoke.cuda_import_error
     assert completed.modules == hand.modules == {}
+
+
+def test_what_a_source_says_cannot_break_the_drafts_yaml(project: Path) -> None:
+    """Names and values read from the source are YAML values, escaped; in comments, one escaped line."""
+    source = project / "recipes/evil/source"
+    (source / "evil").mkdir(parents=True)
+    (source / "evil/__init__.py").write_text("")
+    (source / "pyproject.toml").write_text(
+        '[project]\nname = "evil"\nversion = "1.0"\ndescription = "x\\u001b[31m: y # z"\n'
+        '[tool.cibuildwheel.environment]\nEVIL_FLAGS = "-O2 ::error::x # not a comment"\n'
+        '[tool.cibuildwheel]\nconfig-settings = {"cmake.define.EVIL_MODE" = "a\'b"}\n'
+    )
+    path, _ = draft_recipe(SourceGiven(folder=source), project)
+    drafted = _recipe(path)
+    assert drafted.summary == ""  # not one printable line: the recipe's checks would refuse it
+    assert drafted.environment == {"CMAKE_ARGS": "-DEVIL_MODE=a'b", "EVIL_FLAGS": "-O2 ::error::x # not a comment"}
+    assert "\x1b" not in path.read_text(encoding="utf-8")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..errors import InputError, ToolFailure
+from ..errors import InputError, UserError
 from ..inputs import load_matrix, load_recipe
 from ..untrusted.shown import shown
 
@@ -27,5 +27,7 @@ def write_checked(text: str, recipe_dir: Path, root: Path) -> Path:
             with contextlib.suppress(OSError):
                 recipe_dir.rmdir()
         problems = "; ".join(p.message for p in exc.problems[:5])
-        raise ToolFailure(f"the recipe written for {shown(recipe_dir.name)} fails its checks: {problems}") from None
+        raise UserError(
+            f"the recipe written for {shown(recipe_dir.name)} fails its checks, so none was written: {problems}"
+        ) from None
     return partial.replace(recipe_dir / "recipe.yaml")

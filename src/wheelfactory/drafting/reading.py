@@ -98,21 +98,22 @@ def _literal(node: ast.expr | None) -> object:
 
 
 def identity(tree: Path) -> dict[str, Guess[str]]:
-    """name, version and summary: the sdist's PKG-INFO, else pyproject's [project], else setup()'s literals."""
-    found: dict[str, Guess[str]] = {}
+    """name, version and summary: the sdist's PKG-INFO, else pyproject's [project], else setup()'s literals. A
+    value that is not one line of printable text is passed over (the recipe's checks would refuse it)."""
     info = pkg_info(tree)
-    for field in ("name", "version", "summary"):
-        if isinstance(info.get(field), str) and info[field] not in ("", "UNKNOWN"):
-            found[field] = Guess(info[field], "PKG-INFO")
     project = source_project(tree) or {}
-    for field, key in (("name", "name"), ("version", "version"), ("summary", "description")):
-        if field not in found and isinstance(project.get(key), str):
-            found[field] = Guess(project[key], f"pyproject.toml [project] {key}")
     keywords = setup_keywords(tree)
+    found: dict[str, Guess[str]] = {}
     for field, key in (("name", "name"), ("version", "version"), ("summary", "description")):
-        value = _literal(keywords.get(key))
-        if field not in found and isinstance(value, str):
-            found[field] = Guess(value, f"setup.py setup({key}=...)")
+        offered = [
+            (info.get(field), "PKG-INFO"),
+            (project.get(key), f"pyproject.toml [project] {key}"),
+            (_literal(keywords.get(key)), f"setup.py setup({key}=...)"),
+        ]
+        for value, where in offered:
+            if isinstance(value, str) and value.strip() and value != "UNKNOWN" and value.isprintable():
+                found[field] = Guess(value, where)
+                break
     return found
 
 
