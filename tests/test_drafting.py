@@ -312,3 +312,16 @@ def test_what_a_source_says_cannot_break_the_drafts_yaml(project: Path) -> None:
     assert drafted.summary == ""  # not one printable line: the recipe's checks would refuse it
     assert drafted.environment == {"CMAKE_ARGS": "-DEVIL_MODE=a'b", "EVIL_FLAGS": "-O2 ::error::x # not a comment"}
     assert "\x1b" not in path.read_text(encoding="utf-8")
+
+
+def test_lightgbms_draft_turns_its_cuda_build_on_and_leaves_its_vendored_projects_alone(project: Path) -> None:
+    """LightGBM 4.7.0, which the drafter was not written for: scikit-build-core and CMake with `USE_CUDA` OFF by
+    default, architectures of its own unless CMAKE_CUDA_ARCHITECTURES is defined, a library opened with ctypes at
+    import, and vendored projects (external_libs/) with CUDA options of their own."""
+    path, notes = draft_recipe(SourceGiven(sdist="lightgbm==4.7.0"), _bare_project(project))
+    drafted = _recipe(path)
+    assert drafted.environment == {"CMAKE_ARGS": "-DUSE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$CMAKE_CUDA_ARCHITECTURES"}
+    assert (drafted.wheel_abi, drafted.smoke.cuda_at_import, drafted.import_name) == ("none", True, "lightgbm")
+    # Its classifiers say POSIX and Windows (and macOS, which the factory does not build for).
+    assert drafted.platforms == ["linux-x86_64", "linux-aarch64", "windows-amd64"]
+    assert [n.split(" names GPU")[0] for n in notes] == ["cmake/Utils.cmake:20"]

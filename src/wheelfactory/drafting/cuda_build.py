@@ -17,7 +17,8 @@ from ..inputs.recipe_checks import RESERVED_ENVIRONMENT
 from ..source_metadata import pkg_info, source_build_requires, source_project
 from .reading import Guess, files_named, line_of, pyproject, table, text_of
 
-_CMAKE_FILES = re.compile(r"CMakeLists\.txt|.+\.cmake")
+# A project's CMake files; not the Find modules it carries, which name every target of what they find.
+_CMAKE_FILES = re.compile(r"CMakeLists\.txt|(?!Find).+\.cmake")
 _CMAKE_TARGET = re.compile(r"\bCUDA::(\w+)")
 _FINDCUDA_LIBRARY = re.compile(r"\$\{CUDA_(\w+?)_LIBRAR(?:Y|IES)\}")
 _OPTION = re.compile(r'^\s*option\s*\(\s*(\w+)\s+"([^"]*)"\s*(ON|OFF|TRUE|FALSE)?\s*\)', re.MULTILINE | re.IGNORECASE)
@@ -255,14 +256,22 @@ def _torch(tree: Path) -> Guess[bool] | None:
 
 
 def _platforms(tree: Path) -> Guess[list[str]] | None:
-    """The platforms whose operating system the source's classifiers name, where they name any."""
+    """The platforms whose operating system the source's classifiers name, where they name any: a classifier
+    names an OS by its own or by one that contains it ("Operating System :: POSIX" names Linux)."""
     project = source_project(tree) or {}
-    classifiers = project.get("classifiers") or pkg_info(tree).get("classifiers") or []
+    classifiers = [str(c) for c in project.get("classifiers") or pkg_info(tree).get("classifiers") or []]
+    systems = [c for c in classifiers if c.startswith("Operating System ::")]
+    if not systems or any("OS Independent" in c for c in systems):
+        return None
     named = [
         name
         for name, platform in platforms().items()
-        if any(str(c).startswith(operating_system(platform.os).classifier) for c in classifiers)
+        if any(
+            operating_system(platform.os).classifier.startswith(c)
+            or c.startswith(operating_system(platform.os).classifier)
+            for c in systems
+        )
     ]
-    if not named or any("OS Independent" in str(c) for c in classifiers):
+    if not named:
         return None
     return Guess(named, "the source's Operating System classifiers", "the first build tells whether each works")

@@ -25,8 +25,12 @@ from ..sources import PACKAGE_ROOTS
 T = TypeVar("T")
 MAX_TEXT = 2 * 1024 * 1024  # a build file larger than this is not read (no real one comes near)
 MAX_FILES = 20_000  # files looked at in one walk of a tree
-# Folders no package's build files or import packages live in.
-SKIPPED = frozenset({".git", "build", "dist", "node_modules", "__pycache__", ".nox", ".tox", "venv", ".venv"})
+# Folders no package's own build files live in: tools' and builds' output, and the projects it vendors (whose
+# CUDA options and targets are theirs: LightGBM's external_libs/nanoarrow has an option WITH_CUDA).
+SKIPPED = frozenset(
+    {".git", "build", "dist", "node_modules", "__pycache__", ".nox", ".tox", "venv", ".venv", "_deps"}
+    | {"external", "external_libs", "extern", "third_party", "thirdparty", "3rdparty", "vendor", "vendored"}
+)
 NOT_PACKAGES = frozenset({"test", "tests", "testing", "doc", "docs", "example", "examples", "benchmarks", "bench"})
 
 
