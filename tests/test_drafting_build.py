@@ -4,7 +4,8 @@ from that build's report and built again (the audit passes; tier 1 rejects it: i
 error that names no library); completed again from that report, which shows the error's text, and built into dist/.
 
 Heavy, beside slow: three builds of cufinufft's kernels, the first some seven minutes on two cores with an empty
-compiler cache (the others take the cache's, a minute each, and smoke). `nox -s tests -- -m heavy` runs it.
+compiler cache (the others take the cache's, a minute each, and smoke). torchsort's, against the matrix's torch
+(gigabytes of wheels), two builds of five minutes. `nox -s tests -- -m heavy` runs them.
 """
 
 from __future__ import annotations
@@ -63,3 +64,28 @@ def test_cufinufft_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> Non
     assert [p.name for p in (root / "dist").glob("*.whl")] == [third.wheel]
     entry = next(e for e in json.loads((root / "dist/report.json").read_text())["wheels"] if e["passed"])
     assert entry["gpu_code"]["sass"]  # the variant's architectures, from the drafted CMAKE_ARGS
+
+
+def test_torchsort_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
+    """torchsort 0.1.10, a torch extension: the draft knows it builds against torch (and where torch's libraries
+    are), its first build is rejected for what each module links, and the completed recipe's reaches dist/."""
+    root = copy_inputs(REPO, tmp_path / "project")
+    for recipe in (root / "recipes").iterdir():
+        shutil.rmtree(recipe)
+    path, _ = draft_recipe(SourceGiven(sdist="torchsort==0.1.10"), root)
+    request = BuildRequest(root, 13, ["3.12"], ["torchsort"], build_image, None, matrix_for(root, build_image))
+
+    (first,) = build(request)
+    assert first.audit is not None and not first.audit.passed
+    complete_recipe(root / "dist/report.json", "torchsort", root)
+    completed = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert completed["modules"] == {
+        "*": [],
+        "torchsort.isotonic_cpu": ["torch"],
+        "torchsort.isotonic_cuda": ["cudart", "torch"],
+    }
+    assert completed["device_code"] == ["torchsort.isotonic_cuda"]
+
+    (second,) = build(request)
+    assert second.passed, second.why_not()
+    assert [p.name for p in (root / "dist").glob("*.whl")] == [second.wheel]
