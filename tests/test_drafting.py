@@ -101,6 +101,14 @@ def _recipe(path: Path) -> Recipe:
     return Recipe.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
 
 
+def _files(folder: Path, files: dict[str, str]) -> Path:
+    """A source tree made of `files` (relative path -> text) under `folder`."""
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
 def _bare_project(project: Path) -> Path:
     for recipe in (project / "recipes").iterdir():
         shutil.rmtree(recipe)
@@ -144,13 +152,15 @@ def test_an_existing_recipe_is_never_overwritten(project: Path, capsys: pytest.C
 def test_a_source_it_cannot_read_says_so_and_still_gets_a_draft(project: Path) -> None:
     """A folder source whose setup.py does not parse: the name and version come from pyproject, the rest is what
     could be read, and the draft's first lines say what could not."""
-    source = project / "recipes/oddpkg/source"
-    (source / "oddpkg").mkdir(parents=True)
-    (source / "oddpkg/__init__.py").write_text("import ctypes\n_lib = ctypes.CDLL('liboddpkg.so')\n")
-    (source / "pyproject.toml").write_text('[project]\nname = "oddpkg"\nversion = "1.0"\n')
-    (source / "setup.py").write_text("from setuptools import setup\nsetup(name='oddpkg',\n")
-    (source / "CMakeLists.txt").write_text(
-        'option(ODD_USE_CUDA "build the CUDA kernels" OFF)\ntarget_link_libraries(odd CUDA::cublas CUDA::cuda_driver)\n'
+    source = _files(
+        project / "recipes/oddpkg/source",
+        {
+            "oddpkg/__init__.py": "import ctypes\n_lib = ctypes.CDLL('liboddpkg.so')\n",
+            "pyproject.toml": '[project]\nname = "oddpkg"\nversion = "1.0"\n',
+            "setup.py": "from setuptools import setup\nsetup(name='oddpkg',\n",
+            "CMakeLists.txt": 'option(ODD_USE_CUDA "build the CUDA kernels" OFF)\n'
+            "target_link_libraries(odd CUDA::cublas CUDA::cuda_driver)\n",
+        },
     )
     path, notes = draft_recipe(SourceGiven(folder=source), project)
     assert notes == ["setup.py does not parse as Python: nothing was read from it"]
@@ -167,9 +177,7 @@ def test_a_source_it_cannot_read_says_so_and_still_gets_a_draft(project: Path) -
 def test_a_source_without_a_name_is_refused_naming_what_is_missing(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = project / "recipes/nameless/source"
-    source.mkdir(parents=True)
-    (source / "CMakeLists.txt").write_text("project(x CUDA)\n")
+    source = _files(project / "recipes/nameless/source", {"CMakeLists.txt": "project(x CUDA)\n"})
     assert main(["--root", str(project), "recipe", str(source)]) == 2
     assert "its name and version could not be read" in capsys.readouterr().err
     assert not (project / "recipes/nameless/recipe.yaml").exists()
@@ -241,21 +249,21 @@ def test_a_report_that_is_not_one_is_refused(
 def test_the_template_renders_every_branch(project: Path) -> None:
     """A setup.py source with nvcc, a force switch and requirements only in PKG-INFO: the branches the real
     packages above leave out."""
-    source = project / "recipes/forcepkg/source"
-    (source / "forcepkg").mkdir(parents=True)
-    (source / "forcepkg/__init__.py").write_text("")
-    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: forcepkg\nVersion: 2.0\nRequires-Dist: numpy\n")
-    (source / "setup.py").write_text(
-        textwrap.dedent(
-            """\
-            import os
-            from setuptools import setup, Extension
-            FORCE = os.environ.get("FORCEPKG_FORCE_CUDA", "0") == "1"
-            ext = Extension("forcepkg._k", sources=["k.cu"], libraries=["cufft", "curand_static"])
-            nvcc = "nvcc"
-            setup(name="forcepkg", packages=["forcepkg"], ext_modules=[ext])
-            """
-        )
+    setup_py = """\
+        import os
+        from setuptools import setup, Extension
+        FORCE = os.environ.get("FORCEPKG_FORCE_CUDA", "0") == "1"
+        ext = Extension("forcepkg._k", sources=["k.cu"], libraries=["cufft", "curand_static"])
+        nvcc = "nvcc"
+        setup(name="forcepkg", packages=["forcepkg"], ext_modules=[ext])
+        """
+    source = _files(
+        project / "recipes/forcepkg/source",
+        {
+            "forcepkg/__init__.py": "",
+            "PKG-INFO": "Metadata-Version: 2.1\nName: forcepkg\nVersion: 2.0\nRequires-Dist: numpy\n",
+            "setup.py": textwrap.dedent(setup_py),
+        },
     )
     path, _ = draft_recipe(SourceGiven(folder=source), project)
     drafted = _recipe(path)
@@ -267,14 +275,15 @@ def test_the_template_renders_every_branch(project: Path) -> None:
 
 
 def test_a_git_commit_is_drafted_pinned_to_that_commit(project: Path, tmp_path: Path) -> None:
-    repository = tmp_path / "gitpkg"
-    (repository / "src/gitpkg").mkdir(parents=True)
-    (repository / "src/gitpkg/__init__.py").write_text("")
-    (repository / "pyproject.toml").write_text(
-        '[project]\nname = "gitpkg"\nversion = "0.3"\ndescription = "a package from git"\n'
-        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+    repository = _files(
+        tmp_path / "gitpkg",
+        {
+            "src/gitpkg/__init__.py": "",
+            "pyproject.toml": '[project]\nname = "gitpkg"\nversion = "0.3"\ndescription = "a package from git"\n'
+            '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n',
+            "CMakeLists.txt": "find_package(CUDAToolkit)\ntarget_link_libraries(k CUDA::cusparse)\n",
+        },
     )
-    (repository / "CMakeLists.txt").write_text("find_package(CUDAToolkit)\ntarget_link_libraries(k CUDA::cusparse)\n")
     git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(repository)], check=True)
     subprocess.run([*git, "add", "."], check=True)
@@ -309,13 +318,14 @@ def test_a_drafted_recipe_completed_from_a_recorded_report_is_the_hand_written_o
 
 def test_what_a_source_says_cannot_break_the_drafts_yaml(project: Path) -> None:
     """Names and values read from the source are YAML values, escaped; in comments, one escaped line."""
-    source = project / "recipes/evil/source"
-    (source / "evil").mkdir(parents=True)
-    (source / "evil/__init__.py").write_text("")
-    (source / "pyproject.toml").write_text(
-        '[project]\nname = "evil"\nversion = "1.0"\ndescription = "x\\u001b[31m: y # z"\n'
-        '[tool.cibuildwheel.environment]\nEVIL_FLAGS = "-O2 ::error::x # not a comment"\n'
-        '[tool.cibuildwheel]\nconfig-settings = {"cmake.define.EVIL_MODE" = "a\'b"}\n'
+    source = _files(
+        project / "recipes/evil/source",
+        {
+            "evil/__init__.py": "",
+            "pyproject.toml": '[project]\nname = "evil"\nversion = "1.0"\ndescription = "x\\u001b[31m: y # z"\n'
+            '[tool.cibuildwheel.environment]\nEVIL_FLAGS = "-O2 ::error::x # not a comment"\n'
+            '[tool.cibuildwheel]\nconfig-settings = {"cmake.define.EVIL_MODE" = "a\'b"}\n',
+        },
     )
     path, _ = draft_recipe(SourceGiven(folder=source), project)
     drafted = _recipe(path)

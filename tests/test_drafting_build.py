@@ -29,12 +29,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.heavy]
 IMPORT_ERROR = "Could not find cufinufft library in system path"
 
 
-def test_cufinufft_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
+def _drafted(tmp_path: Path, pin: str, major: int, image: str) -> tuple[Path, Path, BuildRequest]:
+    """(the project, the drafted recipe, the build of its cp312 wheel) for the sdist `pin`, the only recipe."""
     root = copy_inputs(REPO, tmp_path / "project")
     for recipe in (root / "recipes").iterdir():
         shutil.rmtree(recipe)
-    path, _ = draft_recipe(SourceGiven(sdist="cufinufft==2.4.1"), root)
-    request = BuildRequest(root, 12, ["3.12"], ["cufinufft"], build_image, None, matrix_for(root, build_image))
+    path, _ = draft_recipe(SourceGiven(sdist=pin), root)
+    name = path.parent.name
+    return root, path, BuildRequest(root, major, ["3.12"], [name], image, None, matrix_for(root, image))
+
+
+def test_cufinufft_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
+    root, path, request = _drafted(tmp_path, "cufinufft==2.4.1", 12, build_image)
 
     (first,) = build(request)
     assert not first.passed
@@ -69,11 +75,7 @@ def test_cufinufft_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> Non
 def test_torchsort_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
     """torchsort 0.1.10, a torch extension: the draft knows it builds against torch (and where torch's libraries
     are), its first build is rejected for what each module links, and the completed recipe's reaches dist/."""
-    root = copy_inputs(REPO, tmp_path / "project")
-    for recipe in (root / "recipes").iterdir():
-        shutil.rmtree(recipe)
-    path, _ = draft_recipe(SourceGiven(sdist="torchsort==0.1.10"), root)
-    request = BuildRequest(root, 13, ["3.12"], ["torchsort"], build_image, None, matrix_for(root, build_image))
+    root, path, request = _drafted(tmp_path, "torchsort==0.1.10", 13, build_image)
 
     (first,) = build(request)
     assert first.audit is not None and not first.audit.passed

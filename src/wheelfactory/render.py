@@ -58,6 +58,7 @@ from .source_metadata import (
     source_requirements,
 )
 from .sources import package_dir, source_tree
+from .templating import template_environment
 from .untrusted.shown import shown
 
 # Fields the variant sets itself, whatever the source's pyproject says.
@@ -228,22 +229,19 @@ def template_context(
 
 
 def environment(root: Path) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(root / "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
+    return template_environment(
+        root,
+        {
+            # A TOML value (string, array) or key, written by tomlkit with every escape TOML needs.
+            "toml": lambda value: tomlkit.item(value).as_string(),
+            "tomlkey": lambda value: tomlkit.key(str(value)).as_string(),
+            # A Python literal of strings, numbers, tuples, dicts and None: repr is exact and deterministic for them.
+            "pyrepr": repr,
+            # Text inside a Python docstring or a comment (TOML or Python): one line, backslashes, quotes, line
+            # breaks and anything not ASCII escaped, so that it can end neither the string nor the comment.
+            "inert": lambda value: str(value).encode("unicode_escape").decode("ascii").replace('"', '\\"'),
+        },
     )
-    # Nothing a template interpolates is pasted raw into code: each value goes through the filter of where it
-    # lands. A TOML value (string, array) or key, written by tomlkit with every escape TOML needs.
-    env.filters["toml"] = lambda value: tomlkit.item(value).as_string()
-    env.filters["tomlkey"] = lambda value: tomlkit.key(str(value)).as_string()
-    # A Python literal of strings, numbers, tuples, dicts and None: repr is exact and deterministic for them.
-    env.filters["pyrepr"] = repr
-    # Text inside a Python docstring or a comment (TOML or Python): one line, backslashes, quotes, line breaks
-    # and anything not ASCII escaped, so that it can end neither the string nor the comment.
-    env.filters["inert"] = lambda value: str(value).encode("unicode_escape").decode("ascii").replace('"', '\\"')
-    return env
 
 
 def _component_specs(variant: Variant, names: list[str]) -> dict[str, dict[str, object]]:

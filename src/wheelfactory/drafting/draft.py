@@ -16,6 +16,7 @@ import yaml
 from ..errors import UserError
 from ..inputs import GitSource
 from ..sources import pin_sdist, source_tree
+from ..templating import Filters, template_environment
 from ..untrusted.shown import one_line, shown
 from .checking import write_checked
 from .cuda_build import CudaBuild, read_cuda_build
@@ -64,16 +65,9 @@ def _yaml(value: object) -> str:
 
 
 def _template(root: Path) -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(root / "templates"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,  # YAML, not HTML: every value passes the yaml filter, every comment the comment filter
-    )
-    env.filters.update(yaml=_yaml, comment=_comment, why=_why, block=_block)
-    return env.get_template("recipe.yaml.j2")
+    # Every value passes the yaml filter, every comment the comment, why or block filter.
+    filters: Filters = {"yaml": _yaml, "comment": _comment, "why": _why, "block": _block}
+    return template_environment(root, filters, trim=True).get_template("recipe.yaml.j2")
 
 
 def _source(given: SourceGiven, root: Path) -> tuple[dict[str, str], str, Path, str]:
