@@ -37,7 +37,7 @@ from wheelfactory.errors import BadBytes, ToolFailure
 from wheelfactory.plan import make_plan
 from wheelfactory.platforms.linux import manylinux_policy
 from wheelfactory.smoke.nvidia import runtime_site
-from wheelfactory.untrusted import cache
+from wheelfactory.untrusted import archives, cache
 from wheelfactory.untrusted.shown import one_line
 from wheelfactory.verify import verify
 
@@ -573,6 +573,67 @@ def test_a_cache_entry_that_changed_is_dropped_and_one_that_is_whole_kept(tmp_pa
     assert not cache.reusable(wheel) and not wheel.exists()
     unsealed = make_wheel(tmp_path, WHEEL)  # written by an older factory: no seal, made again
     assert cache.intact(unsealed) == "it has no seal"
+
+
+def _aged(folder: Path, seconds: int = 60) -> None:
+    """Every file under `folder` made a minute older: written before its seal, as a cache entry's files are."""
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_file() and not path.is_symlink():
+            stat = path.stat()
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns - seconds * 10**9))
+
+
+def test_an_entry_unchanged_since_its_seal_is_checked_without_reading_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "entry"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "lib" / "libx.so.1").write_bytes(b"library" * 1000)
+    wheel = make_wheel(tmp_path, WHEEL)
+    _aged(tmp_path)
+    cache.seal(folder)
+    cache.seal(wheel)
+    hashed: list[Path] = []
+    monkeypatch.setattr(cache, "sha256", lambda path: hashed.append(path) or archives.sha256(path))
+    cache._checked.clear()  # a later process
+    assert cache.intact(folder) is None and cache.intact(wheel) is None
+    assert hashed == []
+    # Touched, not changed: read again, found the same, and the seal says so with the new time.
+    os.utime(folder / "lib" / "libx.so.1")
+    cache._checked.clear()
+    assert cache.intact(folder) is None and hashed == [folder / "lib" / "libx.so.1"]
+    cache._checked.clear()
+    assert cache.intact(folder) is None and len(hashed) == 1
+
+
+def test_a_change_in_the_clock_tick_of_the_seal_is_found(tmp_path: Path) -> None:
+    """A file whose time is not older than its seal is read, whatever its size and time say: written in the tick
+    the seal was, a same-size change keeps the time (git's racy entries)."""
+    folder = tmp_path / "entry"
+    folder.mkdir()
+    library = folder / "libx.so.1"
+    library.write_bytes(b"library")
+    cache.seal(folder)
+    written = library.stat().st_mtime_ns
+    os.utime(folder / cache.SEAL, ns=(written, written))  # the seal in the same tick
+    library.write_bytes(b"librarz")
+    os.utime(library, ns=(written, written))
+    cache._checked.clear()
+    assert cache.intact(folder) == "libx.so.1 differs from what was written"
+
+
+def test_a_seal_of_an_older_factory_is_still_checked_and_brought_up_to_date(tmp_path: Path) -> None:
+    folder = tmp_path / "entry"
+    folder.mkdir()
+    (folder / "libx.so.1").write_bytes(b"library")
+    sha = hashlib.sha256(b"library").hexdigest()
+    (folder / cache.SEAL).write_text(json.dumps({"libx.so.1": ["file", 7, sha]}))  # size and sha256, no time
+    cache._checked.clear()
+    assert cache.intact(folder) is None
+    assert json.loads((folder / cache.SEAL).read_text())["libx.so.1"][::3] == ["file", sha]
+    (folder / cache.SEAL).write_text(json.dumps({"libx.so.1": ["file", 7, "0" * 64]}))
+    cache._checked.clear()
+    assert cache.intact(folder) == "libx.so.1 differs from what was written"
 
 
 def test_a_cached_sdist_tree_changed_by_hand_is_fetched_again(

@@ -4,7 +4,11 @@ the seal whenever it is reused. An entry that no longer matches (a truncated dow
 by hand, a disk error) is dropped and made again by its owner; one that cannot be dropped stops the run with the
 entry named and how to clear it.
 
-An entry is checked once a process (a build reuses its toolkit for every Python): the first reuse hashes it.
+An entry is checked once a process (a build reuses its toolkit for every Python). A seal records each file's size
+and modification time beside its sha256, and the check hashes only the files whose size or time changed since (as
+git's index does): a file edited, truncated or replaced gets a new time. A file whose time is not older than its
+seal is hashed all the same — written in the same clock tick as the seal, a change could keep the time (git calls
+such entries racy). What this does not catch is a same-size change whose writer set the old time back by hand.
 """
 
 from __future__ import annotations
@@ -22,8 +26,22 @@ SEAL = ".sealed.json"
 _checked: set[tuple[str, int]] = set()  # (entry, its seal's mtime) found intact in this process
 
 
-def _listing(folder: Path) -> dict[str, list[object]]:
-    """Every entry under `folder` but the seal: a file's size and sha256, a link's target, a folder."""
+def _file_record(path: Path, recorded: object, sealed_at: int) -> list[object]:
+    """["file", size, mtime_ns, sha256]: the recorded one where the file's size and time are those it was sealed
+    with and older than the seal, else read afresh."""
+    stat = path.stat()
+    if (
+        isinstance(recorded, list)
+        and len(recorded) == 4
+        and recorded[1:3] == [stat.st_size, stat.st_mtime_ns]
+        and stat.st_mtime_ns < sealed_at
+    ):
+        return recorded
+    return ["file", stat.st_size, stat.st_mtime_ns, sha256(path)]
+
+
+def _listing(folder: Path, recorded: dict[str, object] | None = None, sealed_at: int = 0) -> dict[str, list[object]]:
+    """Every entry under `folder` but the seal: a file's size, time and sha256, a link's target, a folder."""
     found: dict[str, list[object]] = {}
     for path in sorted(folder.rglob("*")):
         name = path.relative_to(folder).as_posix()
@@ -34,53 +52,94 @@ def _listing(folder: Path) -> dict[str, list[object]]:
         elif path.is_dir():
             found[name] = ["dir"]
         else:
-            found[name] = ["file", path.stat().st_size, sha256(path)]
+            found[name] = _file_record(path, (recorded or {}).get(name), sealed_at)
     return found
+
+
+def _content(record: object) -> object:
+    """What a listing's record says of the content: a file's size and sha256, not its time (a file touched but
+    unchanged is the same file)."""
+    if isinstance(record, list) and record[:1] == ["file"]:
+        return [record[0], record[1], record[-1]]
+    return record
 
 
 def seal(entry: Path) -> None:
     """Record what a complete cache entry (a file or a folder) holds, for `intact` to check on reuse."""
     if entry.is_dir():
-        (entry / SEAL).write_text(json.dumps(_listing(entry), indent=0), encoding="utf-8")
+        _write_seal(entry / SEAL, json.dumps(_listing(entry), indent=0))
         return
     recorded = entry.with_name(entry.name + ".sha256")
     # A seal written after the file's last change already says what it holds (pip, asked again, hands back the
     # wheels it checked and kept): hashing them again on every call would read gigabytes for nothing.
     if not recorded.is_file() or recorded.stat().st_mtime_ns < entry.stat().st_mtime_ns:
-        recorded.write_text(sha256(entry), encoding="utf-8")
+        _write_seal(recorded, _file_seal(_file_record(entry, None, 0)))
 
 
 def intact(entry: Path) -> str | None:
     """None when the entry still holds what its seal says; else what differs (the first difference found), or
     that it has no seal (written by an older factory, or never finished)."""
     if entry.is_dir():
-        sealed = entry / SEAL
-        if not sealed.is_file():
-            return "it has no seal"
-        key = (str(entry), sealed.stat().st_mtime_ns)
-        if key in _checked:
-            return None
-        try:
-            recorded = json.loads(sealed.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            return "its seal cannot be read"
-        found = _listing(entry)
-        if found != recorded:
-            differs = sorted(set(found) ^ set(recorded)) or sorted(k for k in found if found[k] != recorded.get(k))
-            return f"{shown(differs[0])} differs from what was written"
-        _checked.add(key)
-        return None
+        return _folder_intact(entry)
     recorded_file = entry.with_name(entry.name + ".sha256")
     if not entry.is_file() or not recorded_file.is_file():
         return "it has no seal"
-    stat = entry.stat()
-    key = (f"{entry}:{stat.st_size}:{stat.st_mtime_ns}", recorded_file.stat().st_mtime_ns)
+    stat, sealed_at = entry.stat(), recorded_file.stat().st_mtime_ns
+    key = (f"{entry}:{stat.st_size}:{stat.st_mtime_ns}", sealed_at)
     if key in _checked:
         return None
-    if recorded_file.read_text(encoding="utf-8").strip() != sha256(entry):
+    try:
+        digest, *sized = recorded_file.read_text(encoding="utf-8").split()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return "its seal cannot be read"
+    record = ["file", *(int(n) for n in sized if n.isdigit()), digest]
+    found = _file_record(entry, record, sealed_at)
+    if found[-1] != digest:
         return "its sha256 differs"
-    _checked.add(key)
+    if found != record:  # hashed afresh and found the same: the seal says so with today's times
+        _write_seal(recorded_file, _file_seal(found))
+    _checked.add((key[0], recorded_file.stat().st_mtime_ns))
     return None
+
+
+def _folder_intact(entry: Path) -> str | None:
+    sealed = entry / SEAL
+    if not sealed.is_file():
+        return "it has no seal"
+    key = (str(entry), sealed.stat().st_mtime_ns)
+    if key in _checked:
+        return None
+    try:
+        recorded = json.loads(sealed.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return "its seal cannot be read"
+    if not isinstance(recorded, dict):
+        return "its seal cannot be read"
+    listing = _listing(entry, recorded, key[1])
+    found = {k: _content(v) for k, v in listing.items()}
+    written = {k: _content(v) for k, v in recorded.items()}
+    if found != written:
+        differs = sorted(set(found) ^ set(written)) or sorted(k for k in found if found[k] != written.get(k))
+        return f"{shown(differs[0])} differs from what was written"
+    if listing != recorded:  # hashed afresh and found the same: the seal says so with today's times
+        _write_seal(sealed, json.dumps(listing, indent=0))
+    _checked.add((str(entry), sealed.stat().st_mtime_ns))
+    return None
+
+
+def _write_seal(path: Path, text: str) -> None:
+    """A seal replaced whole: a process reading it meanwhile sees the old one or the new. The new one is written
+    beside the entry, never inside a sealed folder, where a process checking it would find a file it did not seal."""
+    entry = path.parent if path.name == SEAL else path
+    partial = entry.with_name(f".{entry.name}.seal-{os.getpid()}")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def _file_seal(record: list[object]) -> str:
+    """A single file's seal: its sha256, size and time."""
+    _, size, mtime_ns, digest = record
+    return f"{digest} {size} {mtime_ns}"
 
 
 def drop(entry: Path, why: str) -> None:
