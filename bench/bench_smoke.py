@@ -2,7 +2,9 @@
 
 Builds cuprobe-cuda12x for cp312 once (untimed: it fills the caches), then runs the smoke tiers on that wheel
 several times — tiers 1, 2 (all three layouts) and 3, exactly as `build-cuda12` runs them — and prints the
-median wall time per wheel (goal: ≤ 5 s on a 2-core host) and each tier's median. Every run must pass.
+median wall time per wheel (goal: ≤ 5 s on a 2-core host), each tier's median, and each step's (the container's
+start, the venvs, each pip run, the copy, each probe, the downloads before): when it began and how long it took.
+Every run must pass.
 
 Usage: python bench/bench_smoke.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 5]
 (needs Docker; about a minute)
@@ -22,6 +24,7 @@ from benchlib import REPO, show
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs
 from wheelfactory.smoke import smoke
+from wheelfactory.smoke.results import Steps
 
 
 def main() -> int:
@@ -39,10 +42,14 @@ def main() -> int:
             return 1
         totals: list[float] = []
         tiers: dict[str, list[float]] = {}
+        steps: dict[str, list[tuple[float, float]]] = {}
         for _ in range(args.runs):
             started = time.monotonic()
-            results = smoke(record.built)
+            timed = Steps()
+            results = smoke(record.built, timed)
             totals.append(time.monotonic() - started)
+            for step in timed.as_json():
+                steps.setdefault(str(step["name"]), []).append((float(step["started"]), float(step["seconds"])))
             if not all(r.passed for r in results):
                 print(f"a smoke run failed: {[r.label for r in results if not r.passed]}", file=sys.stderr)
                 return 1
@@ -53,6 +60,10 @@ def main() -> int:
         ("  each run", ", ".join(f"{t:.1f}" for t in totals) + " s"),
     ]
     figures += [(f"  {label} (median)", f"{statistics.median(seconds):.1f} s") for label, seconds in tiers.items()]
+    figures.append(("each step (median start after the smoke began, median duration)", ""))
+    for name, times in sorted(steps.items(), key=lambda item: statistics.median(t[0] for t in item[1])):
+        begun, took = statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
+        figures.append((f"  {name}", f"at {begun:5.2f} s, {took:5.2f} s"))
     show(figures)
     return 0
 

@@ -51,6 +51,15 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
     report = json.loads((built.root / "dist" / "report.json").read_text())["wheels"]
     assert [e["wheel"] for e in report] == [record.wheel] and report[0]["passed"]
     assert sorted(p.name for p in (built.root / "dist").iterdir()) == sorted([record.wheel, "report.json"])
+    # Where the smoke's time went: each step timed, in the order they began, within the smoke's own time.
+    steps = report[0]["smoke_steps"]
+    names = [s["name"] for s in steps]
+    for expected in ("3.12: start the container", "3.12: create the venvs", "3.12: pip install into /smoke/cuda"):
+        assert expected in names, names
+    assert any(n.startswith("3.12: copy the install into ") for n in names)
+    assert any(n.startswith("3.12: probe /smoke/targeted (") for n in names)
+    assert [s["started"] for s in steps] == sorted(s["started"] for s in steps)
+    assert max(s["started"] + s["seconds"] for s in steps) <= report[0]["timings_s"]["smoke"] + 0.1
 
     binaries = _binaries(built.wheel, tmp_path)
     assert set(binaries) == MODULES

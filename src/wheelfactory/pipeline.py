@@ -87,7 +87,7 @@ def check_wheel(built: BuiltWheel) -> WheelRecord:
     if record.audit.passed:
         started = time.monotonic()
         with step(f"smoke {built.path.name} (fresh venvs, no GPU)") as outcome:
-            record.smoke = smoke(built)
+            record.smoke = smoke(built, record.smoke_steps)
             outcome.failed = not all(t.acceptable for t in record.smoke)
         built.timings["smoke"] = round(time.monotonic() - started, 1)
     return record

@@ -19,7 +19,7 @@ from .components import install_layouts
 from .declared import torch_requirement
 from .gpus import CodeSummary, minimum_driver, products_covered
 from .progress import console
-from .smoke.results import TierResult
+from .smoke.results import Steps, TierResult
 from .untrusted.shown import one_line
 
 REPORT_NAME = "report.json"
@@ -32,6 +32,7 @@ class WheelRecord:
     built: BuiltWheel
     audit: WheelAudit | None = None
     smoke: list[TierResult] = field(default_factory=list)
+    smoke_steps: Steps = field(default_factory=Steps)  # where the smoke's time went
 
     @property
     def wheel(self) -> str:
@@ -105,6 +106,7 @@ class WheelRecord:
             "layouts": layouts_json(built),
             "smoke": [t.as_json() for t in self.smoke],
             "timings_s": built.timings,
+            "smoke_steps": self.smoke_steps.as_json(),
             "rejected_because": [] if self.passed else self.why_not(),
         }
 

@@ -51,7 +51,7 @@ from ..platforms import platform_of
 from .installs import download_requirements, shared_install, standin_variant, torch_installs
 from .machines import ContainerMachine, HostMachine, Machine
 from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
-from .results import Check, TierResult
+from .results import Check, Steps, TierResult
 from .tiers import neighbour_name, nvrtc_decoys, tier1, tier2, tier3, two_variants
 
 
@@ -60,9 +60,11 @@ def _once_installed(installing: Future[list[Check]], run: Callable[..., TierResu
     return run(*args, installed=installing.result())
 
 
-def smoke(built: BuiltWheel) -> list[TierResult]:
+def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
     """Tiers 1 and 2 on a clean machine for each CPython the wheel is smoke-tested on (its own; the oldest and the
-    newest of those an abi3 or py3-none wheel serves), tier 3 on this one meanwhile."""
+    newest of those an abi3 or py3-none wheel serves), tier 3 on this one meanwhile; each step timed into
+    `steps`."""
+    steps = steps or Steps()
     name, wheel = built.name, built.path.resolve()
     machine_kind, system = platform_of(name.os).smoke_machine, operating_system(name.os)
     if machine_kind == "container" and built.image is None:
@@ -77,25 +79,31 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
     pythons = built.smoke_pythons
     torch = torch_installs(built, pythons)
     pinned = next(iter(torch.values())).nvidia if torch else None
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {v: nvidia_wheels(wheel, v, pinned) for v in ("floors", "newest")}
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {}
+    for versions in ("floors", "newest"):
+        with steps.timed(f"NVIDIA's wheels at the {versions}"):
+            nvidia[versions] = nvidia_wheels(wheel, versions, pinned)
     # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
     image = built.image if machine_kind == "container" else None  # the clean machine: a container of it, or this host
-    runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
+    with steps.timed("lay out the runtime sites"):
+        runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
     decoys = nvrtc_decoys(built.variant) if image else ()
     with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8) as pool:
-        metadata_tier = pool.submit(tier3, wheel, built.variant)  # while the machine starts
+        metadata_tier = pool.submit(_timed, steps, "tier 3", tier3, wheel, built.variant)  # while the machine starts
         (Path(scratch) / "neighbour").mkdir()
-        neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
+        with steps.timed("a stand-in of another variant"):
+            neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
         results = []
         for python in pythons:
             (Path(scratch) / f"requirements-{python}").mkdir()
             torch_pins = torch[python].other_pins() if torch else []
-            found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}", torch_pins)
+            with steps.timed(f"{python}: download the requirements"):
+                found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}", torch_pins)
             machine: Machine
             if image is not None:
-                machine = ContainerMachine(image, wheel, runtimes, python, found, neighbour, decoys)
+                machine = ContainerMachine(image, wheel, runtimes, python, found, neighbour, steps, decoys)
             else:
-                machine = HostMachine(wheel, nvidia, python, found, neighbour)
+                machine = HostMachine(wheel, nvidia, python, found, neighbour, steps)
             machine.torch_pins = torch_pins
             on_python = _smoke_on(built, machine, pool)
             if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
@@ -103,6 +111,11 @@ def smoke(built: BuiltWheel) -> list[TierResult]:
                     result.python = python
             results += on_python
         return [*results, metadata_tier.result()]
+
+
+def _timed(steps: Steps, name: str, run: Callable[..., TierResult], *args: object) -> TierResult:
+    with steps.timed(name):
+        return run(*args)
 
 
 def _after(first: Future[Any], run: Callable[..., TierResult], *args: object) -> TierResult:

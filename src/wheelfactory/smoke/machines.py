@@ -9,7 +9,7 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass
 from importlib.resources import as_file, files
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Protocol
 
 from .. import host
@@ -18,6 +18,7 @@ from ..binaries.wheelfile import (
 )
 from ..errors import ToolFailure
 from .nvidia import NvidiaVersions
+from .results import Steps
 
 PROBE_SOURCE = files("wheelfactory.smoke").joinpath("probe.py")
 COPY_SOURCE = files("wheelfactory.smoke").joinpath("copier.py")
@@ -67,6 +68,7 @@ class Machine(Protocol):
     # For a wheel built against torch: torch and its other requirements as pip resolved them (name==version), which
     # the requirements folder holds; torch's NVIDIA ones are the layouts'.
     torch_pins: list[str]
+    steps: Steps  # where each operation's time goes
 
     def create_venvs(self) -> tuple[str, list[Layout]]:
         """(a bare venv's Python, the layouts of the CUDA wheels, each with a venv of its own)."""
@@ -100,6 +102,7 @@ class ContainerMachine:
         python: str,
         requirements: Path | None,
         neighbour: Path,
+        steps: Steps,
         decoys: tuple[str, ...] = (),
     ) -> None:
         self.engine = host.container_engine()
@@ -110,6 +113,7 @@ class ContainerMachine:
         self.requirements = "/smoke/requirements" if requirements else None
         self.neighbour, self.side_by_side = f"/smoke/neighbour/{neighbour.name}", "/smoke/side-by-side"
         self.torch_pins: list[str] = []
+        self.steps, self.step_prefix = steps, f"{python}: "
         self.runtimes = runtimes  # on the host: the NVIDIA wheels the layouts mount
         prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
         self.base, self.python = f"{prefix}/bin/python", python
@@ -135,15 +139,18 @@ class ContainerMachine:
                 mounts.append(f"{requirements}:{self.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
             command += [arg for mount in mounts for arg in ("--volume", mount)]
-            started = host.run(
-                [*command, image, "sleep", str(SMOKE_CONTAINER_LIFETIME_S)], f"starting a smoke container of {image}"
-            )
+            with steps.timed(f"{self.step_prefix}start the container"):
+                started = host.run(
+                    [*command, image, "sleep", str(SMOKE_CONTAINER_LIFETIME_S)],
+                    f"starting a smoke container of {image}",
+                )
         self.container = started.stdout.strip()
 
-    def _exec(self, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
-        return host.run(
-            [self.engine, "exec", "--workdir", "/tmp", self.container, *argv], "smoke", check=False, timeout=timeout
-        )
+    def _exec(self, step: str, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        with self.steps.timed(f"{self.step_prefix}{step}"):
+            return host.run(
+                [self.engine, "exec", "--workdir", "/tmp", self.container, *argv], "smoke", check=False, timeout=timeout
+            )
 
     def create_venvs(self) -> tuple[str, list[Layout]]:
         # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
@@ -165,7 +172,7 @@ class ContainerMachine:
             script += " && " + register_decoys(
                 [f"/smoke/runtime/{v}/nvidia/{p}" for v in self.runtimes for p in self.decoys]
             )
-        created = self._exec(["sh", "-c", script])
+        created = self._exec("create the venvs", ["sh", "-c", script])
         if created.returncode != 0:
             raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
         return "/smoke/bare/bin/python", self.layouts
@@ -177,22 +184,25 @@ class ContainerMachine:
         # put that whole site on sys.path and take what the base interpreter has (packaging, say) as installed.
         # No byte-compiling: each check's interpreter compiles what it imports, as a fresh install's first use does.
         pip = [python, f"{self.base_site}/pip/__pip-runner__.py", "install", "--quiet", "--disable-pip-version-check"]
-        return self._exec([*pip, "--no-index", "--no-compile", *args])
+        return self._exec(f"pip install into {_venv(python)}", [*pip, "--no-index", "--no-compile", *args])
 
     def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
         """What pip installed into venv `source` (by its Python), copied into the venvs `targets` (by theirs)
         file by file as its RECORD says, scripts naming their own venv's interpreter: what a pip run into each
         would have written (copier.py)."""
         return self._exec(
-            [self.base, f"{TOOLS}/wheelfactory_copy.py", f"lib/python{self.python}/site-packages", source, *targets]
+            f"copy the install into {len(targets)} venvs",
+            [self.base, f"{TOOLS}/wheelfactory_copy.py", f"lib/python{self.python}/site-packages", source, *targets],
         )
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
-        return _outcomes(self._exec([python, f"{TOOLS}/wheelfactory_probe.py", json.dumps(checks)]), checks)
+        probe = [python, f"{TOOLS}/wheelfactory_probe.py", json.dumps(checks)]
+        return _outcomes(self._exec(f"probe {_venv(python)} ({len(checks)} checks)", probe), checks)
 
     def close(self) -> None:
         # Killed, it is removed by the engine (--rm) without holding the smoke up.
-        host.run([self.engine, "kill", self.container], "stopping the smoke container", check=False)
+        with self.steps.timed(f"{self.step_prefix}stop the container"):
+            host.run([self.engine, "kill", self.container], "stopping the smoke container", check=False)
 
 
 class HostMachine:
@@ -209,11 +219,13 @@ class HostMachine:
         python: str,
         requirements: Path | None,
         neighbour: Path,
+        steps: Steps,
     ) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
         self.wheel, self.nvidia, self.python_version = str(wheel), nvidia, python
         self.neighbour, self.side_by_side = str(neighbour), str(self.scratch / "side-by-side")
         self.torch_pins: list[str] = []
+        self.steps, self.step_prefix = steps, f"{python}: "
         self.requirements = str(requirements) if requirements else None
         self.probe_path = self.scratch / "smoke_probe.py"
         self.probe_path.write_text(PROBE_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
@@ -238,8 +250,9 @@ class HostMachine:
 
     def create_venvs(self) -> tuple[str, list[Layout]]:
         base = self._base_python()
-        for name in ("bare", "cuda", "targeted", "newest"):
-            host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
+        with self.steps.timed(f"{self.step_prefix}create the venvs"):
+            for name in ("bare", "cuda", "targeted", "newest"):
+                host.run([base, "-m", "venv", self.scratch / name], f"creating the {name} smoke venv")
         cuda, newest = self._venv_python(self.scratch / "cuda"), self._venv_python(self.scratch / "newest")
         target = self.scratch / "target"
         layouts = [
@@ -264,19 +277,25 @@ class HostMachine:
         return self._venv_python(self.scratch / "bare"), layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return host.run(
-            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", *args],
-            "pip",
-            check=False,
-        )
+        with self.steps.timed(f"{self.step_prefix}pip install into {_venv(python)}"):
+            return host.run(
+                [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", *args],
+                "pip",
+                check=False,
+            )
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
-        return _outcomes(
-            host.run([python, self.probe_path, json.dumps(checks)], "smoke", check=False, timeout=900), checks
-        )
+        with self.steps.timed(f"{self.step_prefix}probe {_venv(python)} ({len(checks)} checks)"):
+            probed = host.run([python, self.probe_path, json.dumps(checks)], "smoke", check=False, timeout=900)
+        return _outcomes(probed, checks)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _venv(python: str) -> str:
+    """The venv of an interpreter's path (/smoke/cuda/bin/python -> /smoke/cuda), for a step's name."""
+    return str(PurePath(python).parent.parent)
 
 
 def _outcomes(run: subprocess.CompletedProcess[str], checks: list[dict[str, object]]) -> list[dict[str, object]]:

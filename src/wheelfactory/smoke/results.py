@@ -1,7 +1,12 @@
-"""What a smoke tier found: its checks, each with what it saw; the report reads these."""
+"""What a smoke tier found: its checks, each with what it saw; and where the smoke's time went. The report reads
+these."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 
@@ -40,3 +45,34 @@ class TierResult:
 
     def as_json(self) -> dict[str, object]:
         return {**asdict(self), "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # what ran: "3.12: pip install into /smoke/cuda", "newest NVIDIA wheels"
+    started: float  # seconds after the smoke began
+    seconds: float
+
+
+class Steps:
+    """The smoke's steps, each timed, from every thread that runs one: where its time goes (the report's
+    smoke_steps, bench/bench_smoke.py's figures)."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self._steps: list[Step] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            step = Step(name, round(started - self.began, 2), round(time.monotonic() - started, 2))
+            with self._lock:
+                self._steps.append(step)
+
+    def as_json(self) -> list[dict[str, object]]:
+        with self._lock:
+            return [asdict(s) for s in sorted(self._steps, key=lambda s: s.started)]
