@@ -8,7 +8,9 @@ themselves run for real in test_linux_build.py and test_layouts.py.)
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,8 +23,10 @@ from wheelfactory.binaries.wheelfile import WheelName
 from wheelfactory.built import BuiltWheel
 from wheelfactory.errors import UserError
 from wheelfactory.plan import Variant, make_plan
+from wheelfactory.smoke import nvidia
 from wheelfactory.smoke.installs import requirements_met
 from wheelfactory.smoke.machines import Layout
+from wheelfactory.smoke.results import Steps
 from wheelfactory.smoke.tiers import optional_without_wheel
 
 from .wheelbytes import make_wheel
@@ -86,6 +90,7 @@ def test_a_windows_wheel_is_smoked_on_the_windows_host(
     nvidia = {"floors": (Path("/floors.whl"),), "newest": (Path("/newest.whl"),)}
     assert made[:4] == (wheel.resolve(), nvidia, "3.12", None)
     assert made[4].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-win_amd64.whl"
+    assert isinstance(made[5], Steps)
 
 
 def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_path: Path) -> None:
@@ -97,8 +102,9 @@ def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_
     # cuprobe uses NVRTC: its builtins under each runtime's nvidia/ become the container's decoy system copy.
     decoys = ("cuda_nvrtc/lib/libnvrtc-builtins.so.12.*", "cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.*")
     image = "quay.io/pypa/manylinux_2_28_x86_64"
-    assert made[:5] + made[6:] == (image, wheel.resolve(), runtimes, "3.12", None, decoys)
+    assert made[:5] + made[7:] == (image, wheel.resolve(), runtimes, "3.12", None, decoys)
     assert made[5].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert isinstance(made[6], Steps)  # the smoke's steps, which the machine times its own into
 
 
 def test_a_linux_host_says_it_cannot_smoke_a_windows_wheel(
@@ -192,3 +198,47 @@ def test_optional_parts_nvidia_ships_nothing_for_are_expected_missing_with_the_r
     built = _built(variant, _wheel(tmp_path, platform_tag), None)
 
     assert optional_without_wheel(built) == expected
+
+
+class _Asked(Exception):
+    """The index or pip was asked."""
+
+
+def _ask(*args: object, **kwargs: object) -> None:
+    raise _Asked
+
+
+@pytest.mark.slow  # downloads NVIDIA's CUDA 12 runtime wheels (a few MB)
+def test_the_nvidia_wheels_resolution_is_reused_for_an_hour_and_asked_again_on_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later run takes the wheels an earlier one resolved, without the index, while they are under an hour old
+    and still in the cache as sealed; after that, when one of them changed, or with --refresh, pip resolves
+    again."""
+    monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(nvidia, "_refresh", False)  # and so back after resolve_afresh()
+    wheel = _wheel(tmp_path, "manylinux_2_28_x86_64")
+    nvidia._resolved.cache_clear()
+    fresh = {v: nvidia.nvidia_wheels(wheel, v) for v in ("floors", "newest")}
+    assert all(fresh.values()) and fresh["floors"] != fresh["newest"]
+    nvidia._resolved.cache_clear()  # a later process
+    monkeypatch.setattr(nvidia, "download_wheels", _ask)
+    monkeypatch.setattr(nvidia, "project_files", _ask)
+    assert {v: nvidia.nvidia_wheels(wheel, v) for v in ("floors", "newest")} == fresh
+
+    records = sorted((tmp_path / "cache" / "resolutions").glob("*.json"))
+    assert len(records) == 2
+    for change in ("an hour later", "a wheel changed", "--refresh"):
+        nvidia._resolved.cache_clear()
+        if change == "an hour later":
+            for record in records:
+                earlier = json.loads(record.read_text())
+                record.write_text(json.dumps({**earlier, "at": earlier["at"] - nvidia.RESOLUTION_TTL_S - 1}))
+        elif change == "a wheel changed":
+            for record in records:  # back within the hour, but the newest wheel is not what was sealed
+                record.write_text(json.dumps({**json.loads(record.read_text()), "at": time.time()}))
+            fresh["newest"][0].write_bytes(b"truncated")
+        else:
+            nvidia.resolve_afresh()
+        with pytest.raises(_Asked):
+            nvidia.nvidia_wheels(wheel, "newest")

@@ -78,6 +78,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     if args.container:
         return _build_in_container(args)
+    _refresh(args)
     request = BuildRequest(
         _root(args),
         args.cuda,
@@ -106,6 +107,7 @@ def _build_in_container(args: argparse.Namespace) -> int:
     inner += [a for recipe in args.recipe for a in ("--recipe", recipe)]
     inner += ["--platform", "windows", *(["--matrix", args.matrix] if args.matrix else [])]
     inner += ["--no-compiler-cache"] if args.no_compiler_cache else []
+    inner += ["--refresh"] if args.refresh else []
     command = container_command(
         host.container_engine(), args.container, _root(args).resolve(), host.cache_dir(), args.cuda, inner
     )
@@ -113,9 +115,18 @@ def _build_in_container(args: argparse.Namespace) -> int:
     return subprocess.run(command, check=False).returncode
 
 
+def _refresh(args: argparse.Namespace) -> None:
+    """--refresh: NVIDIA's wheels for the smoke resolved against the index again, not from the last hour's."""
+    if args.refresh:
+        from .smoke.nvidia import resolve_afresh
+
+        resolve_afresh()
+
+
 def cmd_smoke(args: argparse.Namespace) -> int:
     from .pipeline import smoke_existing
 
+    _refresh(args)
     records = smoke_existing(_root(args), list(args.wheels), args.image, _matrix(args), list(args.python))
     return 0 if all(r.passed for r in records) else 1
 
@@ -246,6 +257,11 @@ def _add_build(sub: Any) -> None:
     build.add_argument(
         "--no-compiler-cache", action="store_true", help="compile everything afresh, without the compiler cache"
     )
+    build.add_argument(
+        "--refresh",
+        action="store_true",
+        help="resolve the smoke's NVIDIA wheels (floors, newest) against the index again, not from the last hour's",
+    )
     build.set_defaults(run=cmd_build)
 
 
@@ -262,6 +278,11 @@ def _add_checks(sub: Any) -> None:
         default=[],
         help="for a wheel that serves several Pythons (abi3, py3-none): smoke-test it on this one (repeatable; "
         "default: the oldest and the newest it serves)",
+    )
+    smoke.add_argument(
+        "--refresh",
+        action="store_true",
+        help="resolve the smoke's NVIDIA wheels (floors, newest) against the index again, not from the last hour's",
     )
     smoke.set_defaults(run=cmd_smoke)
 
