@@ -24,37 +24,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchlib import REPO, arguments, show
+from benchlib import REPO, arguments, plain_cibuildwheel, show
 
-from wheelfactory.build import stage
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs, make_plan
-from wheelfactory.render import render_plan
 from wheelfactory.report import WheelRecord
 from wheelfactory.toolkit import provision as provisioning
-from wheelfactory.toolkit.buildenv import cmake_architectures
-
-HAND_WRITTEN = """
-[build-system]
-requires = ["setuptools>=77", "wheel"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "cuprobe-cuda12x"
-version = "0.1.0"
-requires-python = ">=3.10"
-dependencies = ["nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-cublas-cu12"]
-
-[tool.cibuildwheel]
-build = "cp312-manylinux_x86_64"
-environment-pass = ["WHEELFACTORY_CUDA_PREFIX"]
-
-[tool.cibuildwheel.linux]
-manylinux-x86_64-image = "{image}"
-environment = {{ CUDA_HOME = "/host$WHEELFACTORY_CUDA_PREFIX", CUDAARCHS = "{archs}", LDFLAGS = "-Wl,--as-needed" }}
-repair-wheel-command = "auditwheel repair -w {{dest_dir}} {excludes} {{wheel}}"
-"""
-EXCLUDES = ["libcuda.so.1", "libcudart.so.12", "libcublas*.so.12", "libnvrtc*.so.12*", "libnccl.so.2"]
 
 
 @contextmanager
@@ -108,27 +83,9 @@ def main() -> int:
         _build(root, 12, args.image, matrix)  # fills the factory's caches
         factory, record = _build(root, 12, args.image, matrix)
         warm_toolkit = provisioning.provision(variant)
-        rendered = next(r for r in render_plan(make_plan(root, matrix, ["cuprobe"]), root) if r.variant.major == 12)
-        plain_stage = stage(rendered, scratch / "plain")
-        (plain_stage / "pyproject.toml").write_text(
-            HAND_WRITTEN.format(
-                image=args.image,
-                excludes=" ".join(f"--exclude '{e}'" for e in EXCLUDES),
-                archs=cmake_architectures(variant.cuda_archs("linux-x86_64")),
-            )
-        )
-        env = {**os.environ, "WHEELFACTORY_CUDA_PREFIX": str(warm_toolkit.prefix)}
-        command = [
-            sys.executable,
-            "-m",
-            "cibuildwheel",
-            "--platform",
-            "linux",
-            "--output-dir",
-            str(scratch / "plain-out"),
-        ]
+        command, env, folder = plain_cibuildwheel(root, 12, args.image, matrix, scratch)
         started = time.monotonic()
-        subprocess.run([*command, "."], env=env, cwd=plain_stage, check=True, capture_output=True)
+        subprocess.run(command, env=env, cwd=folder, check=True, capture_output=True)
         plain = time.monotonic() - started
         timings = record.built.timings
         figures.append(

@@ -41,6 +41,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from ..built import BuiltWheel
 from ..components import operating_system
 from ..errors import UserError
 from ..platforms import platform_of
+from ..pytorch.install import TorchInstall
 from .installs import download_requirements, shared_install, standin_variant, torch_installs
 from .machines import ContainerMachine, HostMachine, Machine
 from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
@@ -88,29 +90,55 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
     with steps.timed("lay out the runtime sites"):
         runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
     decoys = nvrtc_decoys(built.variant) if image else ()
-    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8) as pool:
+    # Each Python's machine beside the others' (a py3-none wheel's two take little more than one): the pool is
+    # large enough that every install a tier waits for has a thread of its own.
+    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8 * len(pythons)) as pool:
         metadata_tier = pool.submit(_timed, steps, "tier 3", tier3, wheel, built.variant)  # while the machine starts
         (Path(scratch) / "neighbour").mkdir()
         with steps.timed("a stand-in of another variant"):
             neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
-        results = []
-        for python in pythons:
-            (Path(scratch) / f"requirements-{python}").mkdir()
-            torch_pins = torch[python].other_pins() if torch else []
-            with steps.timed(f"{python}: download the requirements"):
-                found = download_requirements(wheel, python, Path(scratch) / f"requirements-{python}", torch_pins)
-            machine: Machine
-            if image is not None:
-                machine = ContainerMachine(image, wheel, runtimes, python, found, neighbour, steps, decoys)
-            else:
-                machine = HostMachine(wheel, nvidia, python, found, neighbour, steps)
-            machine.torch_pins = torch_pins
-            on_python = _smoke_on(built, machine, pool)
-            if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
-                for result in on_python:
-                    result.python = python
-            results += on_python
+        clean = _Clean(image, wheel, runtimes, nvidia, neighbour, decoys, steps, Path(scratch))
+        with ThreadPoolExecutor(len(pythons)) as each_python:
+            on_pythons = [each_python.submit(_on_python, built, python, clean, torch, pool) for python in pythons]
+            results = [result for on_python in on_pythons for result in on_python.result()]
         return [*results, metadata_tier.result()]
+
+
+@dataclass(frozen=True)
+class _Clean:
+    """What each Python's clean machine is made of."""
+
+    image: str | None  # a container of it, or this host
+    wheel: Path
+    runtimes: dict[NvidiaVersions, Path]
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]]
+    neighbour: Path
+    decoys: tuple[str, ...]
+    steps: Steps
+    scratch: Path
+
+
+def _on_python(
+    built: BuiltWheel, python: str, clean: _Clean, torch: dict[str, TorchInstall], pool: ThreadPoolExecutor
+) -> list[TierResult]:
+    """Tiers 1 and 2 on one CPython's clean machine, its requirements downloaded for it first."""
+    (clean.scratch / f"requirements-{python}").mkdir()
+    torch_pins = torch[python].other_pins() if torch else []
+    with clean.steps.timed(f"{python}: download the requirements"):
+        found = download_requirements(clean.wheel, python, clean.scratch / f"requirements-{python}", torch_pins)
+    machine: Machine
+    if clean.image is not None:
+        machine = ContainerMachine(
+            clean.image, clean.wheel, clean.runtimes, python, found, clean.neighbour, clean.steps, clean.decoys
+        )
+    else:
+        machine = HostMachine(clean.wheel, clean.nvidia, python, found, clean.neighbour, clean.steps)
+    machine.torch_pins = torch_pins
+    on_python = _smoke_on(built, machine, pool)
+    if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
+        for result in on_python:
+            result.python = python
+    return on_python
 
 
 def _timed(steps: Steps, name: str, run: Callable[..., TierResult], *args: object) -> TierResult:
