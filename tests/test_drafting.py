@@ -345,3 +345,14 @@ def test_lightgbms_draft_turns_its_cuda_build_on_and_leaves_its_vendored_project
     # Its classifiers say POSIX and Windows (and macOS, which the factory does not build for).
     assert drafted.platforms == ["linux-x86_64", "linux-aarch64", "windows-amd64"]
     assert [n.split(" names GPU")[0] for n in notes] == ["cmake/Utils.cmake:20"]
+
+
+def test_what_a_recipes_patterns_already_allow_is_not_added_again(project: Path) -> None:
+    path, _ = draft_recipe(SourceGiven(sdist="cufinufft==2.4.1"), _bare_project(project))
+    with path.open("a", encoding="utf-8") as recipe:
+        recipe.write('shared_libraries: {"libcufi*.so": [cudart, cufft]}\ndevice_code: ["libcufi*.so"]\n')
+    _, diff = complete_recipe(REPORTS / "cufinufft-2.4.1-cuda12.json", "cufinufft", project)
+    assert [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")] == [
+        "+  cuda_import_error: Could not find cufinufft library in system path  # from the report: tier 1's import "
+        "raised this, naming no CUDA library — check that it says CUDA is missing"
+    ]

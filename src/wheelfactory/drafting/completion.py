@@ -14,6 +14,7 @@ shown escaped.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import io
 import json
 import re
@@ -159,7 +160,6 @@ def _policies(data: CommentedMap, key: str) -> CommentedMap:
     if not isinstance(policies, CommentedMap):
         policies = CommentedMap()
         data[key] = policies
-    policies.fa.set_block_style()
     return policies
 
 
@@ -169,6 +169,7 @@ def _allow(policies: CommentedMap, name: str, links: set[str], what: str) -> Non
     if current is not None and links <= set(current):
         return
     wanted = sorted(links | set(current or []) if name in policies else links)
+    policies.fa.set_block_style()  # an entry a line, each with its comment
     policies[name] = _flow(wanted)
     policies.yaml_add_eol_comment(
         f"from the report: {what} links {', '.join(sorted(links)) or 'no CUDA library'}", name
@@ -207,7 +208,7 @@ def apply(data: CommentedMap, found: Linked) -> None:
     device_code = data.get("device_code")
     if not isinstance(device_code, CommentedSeq):
         device_code = _flow([])
-    new = [name for name in found.device_code if name not in device_code]
+    new = [n for n in found.device_code if not any(fnmatch.fnmatchcase(n, str(p)) for p in device_code)]
     if new:
         device_code.extend(sorted(new))
         data["device_code"] = device_code
