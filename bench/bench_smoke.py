@@ -12,14 +12,13 @@ Usage: python bench/bench_smoke.py [--image manylinux-offline:latest] [--matrix 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchlib import REPO, show
+from benchlib import REPO, arguments, show
 
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs
@@ -28,11 +27,7 @@ from wheelfactory.smoke.results import Steps
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--image", default="manylinux-offline:latest")
-    parser.add_argument("--matrix", default="matrix-offline.yaml", help="relative to the project")
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+    args = arguments(runs=5)
     with tempfile.TemporaryDirectory(prefix="bench-smoke-") as scratch:
         root = copy_inputs(REPO, Path(scratch) / "project")
         request = BuildRequest(root, 12, ["3.12"], ["cuprobe"], args.image, "linux", root / args.matrix)

@@ -11,7 +11,6 @@ Goals (issue 39): the factory ≤ 12 s median, ≤ 1.5× plain. Every factory ru
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import REPO, plain_cibuildwheel, show
+from benchlib import REPO, arguments, plain_cibuildwheel, show
 
 from wheelfactory.plan import copy_inputs
 
@@ -35,11 +34,7 @@ def _timed(command: list[str], env: dict[str, str] | None, cwd: Path) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--image", default="manylinux-offline:latest")
-    parser.add_argument("--matrix", default="matrix-offline.yaml", help="relative to the project")
-    parser.add_argument("--pairs", type=int, default=3)
-    args = parser.parse_args()
+    args = arguments(pairs=3)
     with tempfile.TemporaryDirectory(prefix="bench-user-") as scratch_text:
         scratch = Path(scratch_text)
         root = copy_inputs(REPO, scratch / "project")
