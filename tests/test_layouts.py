@@ -22,7 +22,7 @@ from wheelfactory.smoke import smoke
 from wheelfactory.smoke.installs import shared_install, standin_variant
 from wheelfactory.smoke.machines import DECOY_CUDA, ContainerMachine, HostMachine, register_decoys
 from wheelfactory.smoke.nvidia import nvidia_wheels, runtime_site
-from wheelfactory.smoke.results import TierResult
+from wheelfactory.smoke.results import Steps, TierResult
 from wheelfactory.smoke.tiers import NVRTC_COMPILE, tier1, tier2, two_variants
 from wheelfactory.toolkit.provision import provision
 
@@ -164,7 +164,7 @@ def test_the_windows_smoke_machine_lays_out_real_installs(
     built = existing(built12.wheel, built12.variant, build_image)
     nvidia = {versions: nvidia_wheels(built.path, versions) for versions in ("floors", "newest")}
     neighbour = standin_variant(built.path, "cuprobe-cuda13x", tmp_path)
-    machine = HostMachine(built.path, nvidia, "3.12", None, neighbour)
+    machine = HostMachine(built.path, nvidia, "3.12", None, neighbour, Steps())
     try:
         bare, layouts = machine.create_venvs()
         tiers = [tier1(machine, bare, built), *(tier2(machine, layout, built) for layout in layouts)]
@@ -266,8 +266,8 @@ def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> 
     include/, the scripts in bin/ naming their own venv's interpreter, and RECORD saying so."""
     built = datalib.record.built
     runtimes = {v: runtime_site(built.toolkit, nvidia_wheels(built.path, v)) for v in ("floors", "newest")}
-    copied = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path)
-    installed = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path)
+    copied = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path, Steps())
+    installed = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path, Steps())
     try:
         bare, layouts = copied.create_venvs()
         first, *others = [layout.python for layout in layouts if layout.name != "target"]
