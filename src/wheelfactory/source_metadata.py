@@ -87,23 +87,25 @@ def setup_py_classifiers(tree: Path) -> list[str]:
     return [str(c) for c in value] if isinstance(value, list | tuple) else []
 
 
-def source_project(tree: Path) -> dict[str, Any] | None:
-    """The source's pyproject [project] table; None where it has none (or its pyproject does not parse: rendering
-    reports that at its place)."""
+def source_pyproject(tree: Path) -> dict[str, Any]:
+    """The source's pyproject.toml, parsed; empty where it has none or it does not parse (rendering reports that at
+    its place)."""
     try:
-        project = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8")).get("project")
+        return tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
+        return {}
+
+
+def source_project(tree: Path) -> dict[str, Any] | None:
+    """The source's pyproject [project] table; None where it has none (or its pyproject does not parse)."""
+    project = source_pyproject(tree).get("project")
     return project if isinstance(project, dict) else None
 
 
 def source_build_requires(tree: Path) -> list[str] | None:
-    """The source's pyproject [build-system] requires; None where it states none (or its pyproject does not parse:
-    rendering reports that at its place)."""
-    try:
-        system = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8")).get("build-system")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
+    """The source's pyproject [build-system] requires; None where it states none (or its pyproject does not
+    parse)."""
+    system = source_pyproject(tree).get("build-system")
     requires = system.get("requires") if isinstance(system, dict) else None
     return [str(line) for line in requires] if isinstance(requires, list) else None
 

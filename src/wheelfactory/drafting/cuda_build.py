@@ -9,13 +9,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from ..components import component_table, operating_system, platforms
+from ..components import OS, component_table, operating_system, platforms
 from ..inputs.recipe_checks import RESERVED_ENVIRONMENT
-from ..source_metadata import pkg_info, source_build_requires, source_project
-from .reading import Guess, files_named, line_of, pyproject, table, text_of
+from ..source_metadata import pkg_info, source_build_requires, source_project, source_pyproject
+from .reading import Guess, files_named, line_of, table, text_of
 
 # A project's CMake files; not the Find modules it carries, which name every target of what they find.
 _CMAKE_FILES = re.compile(r"CMakeLists\.txt|(?!Find).+\.cmake")
@@ -50,6 +51,7 @@ class CudaBuild:
     platforms: Guess[list[str]] | None = None
 
 
+@cache
 def link_names() -> dict[str, str]:
     """A CUDA library's link name (cufft, cublasLt; lowercased) -> its component, from the component table's Linux
     sonames (libcufft.so.11 -> cufft) of every major."""
@@ -102,7 +104,7 @@ def _shown_path(tree: Path, path: Path) -> str:
 def _defined_by_source(tree: Path) -> set[str]:
     """The CMake variables the source's own pyproject defines for its build (scikit-build-core's cmake.define,
     -D in cmake.args): a switch it already turns on needs no recipe."""
-    settings = table(pyproject(tree), "tool", "scikit-build", "cmake")
+    settings = table(source_pyproject(tree), "tool", "scikit-build", "cmake")
     defined = set(settings.get("define", {})) if isinstance(settings.get("define"), dict) else set()
     for arg in settings.get("args", []) if isinstance(settings.get("args"), list) else []:
         match = re.match(r"-D(\w+)", str(arg))
@@ -204,7 +206,7 @@ def _read_setup_py(tree: Path, found: CudaBuild) -> None:
 def _read_own_cibuildwheel(tree: Path, found: CudaBuild) -> None:
     """The source's [tool.cibuildwheel]: the factory's replaces it in the variant's pyproject, so what it sets
     for the build must move into the recipe."""
-    own = table(pyproject(tree), "tool", "cibuildwheel")
+    own = table(source_pyproject(tree), "tool", "cibuildwheel")
     settings = own.get("config-settings", {})
     if isinstance(settings, dict):
         for key, value in settings.items():
@@ -235,7 +237,7 @@ def _excluded(found: CudaBuild, library: str) -> None:
     """A library the source's own repair command leaves out of its wheel: one of NVIDIA's is a component."""
     table_ = component_table()
     majors = sorted({major for component in table_.components.values() for major in component.majors})
-    for os_name in ("linux", "windows"):
+    for os_name in get_args(OS):
         for major in majors:
             owner = table_.owner_of(library, major, os_name, table_.names())
             if owner is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import configparser
 import re
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import Any, Generic, TypeVar
 
 from packaging.utils import canonicalize_name
 
-from ..source_metadata import pkg_info, setup_keywords, source_project, source_requirements
-from ..sources import PACKAGE_ROOTS
+from ..source_metadata import pkg_info, setup_keywords, source_project, source_pyproject, source_requirements
+from ..sources import PACKAGE_ROOTS, package_dir
 
 T = TypeVar("T")
 MAX_TEXT = 2 * 1024 * 1024  # a build file larger than this is not read (no real one comes near)
@@ -78,14 +77,6 @@ def line_of(text: str, at: int) -> int:
     return text.count("\n", 0, at) + 1
 
 
-def pyproject(tree: Path) -> dict[str, Any]:
-    try:
-        loaded = tomllib.loads(text_of(tree / "pyproject.toml"))
-    except tomllib.TOMLDecodeError:
-        return {}
-    return loaded
-
-
 def table(data: dict[str, Any], *keys: str) -> dict[str, Any]:
     """A nested table of a parsed TOML document ({} where any level is missing or not a table)."""
     for key in keys:
@@ -131,7 +122,7 @@ def _declared_packages(tree: Path) -> Guess[list[str]] | None:
     """The import packages the build configuration names: scikit-build-core's or hatchling's wheel.packages (a
     folder each; its last part is the import name), setuptools' packages or py_modules (pyproject, setup.cfg,
     setup()'s literal)."""
-    data = pyproject(tree)
+    data = source_pyproject(tree)
     skbuild = table(data, "tool", "scikit-build", "wheel").get("packages")
     if isinstance(skbuild, list) and skbuild:
         names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in skbuild]
@@ -180,7 +171,7 @@ def import_packages(tree: Path, name: str) -> Guess[list[str]]:
 
 def wheel_abi(tree: Path) -> Guess[str] | None:
     """What the source asks its wheel's tag to say of Python: none (py3-none: no extension module) or abi3."""
-    api = table(pyproject(tree), "tool", "scikit-build", "wheel").get("py-api")
+    api = table(source_pyproject(tree), "tool", "scikit-build", "wheel").get("py-api")
     if isinstance(api, str) and api.startswith("py3"):
         return Guess("none", "pyproject.toml [tool.scikit-build] wheel.py-api")
     if isinstance(api, str) and api.startswith("cp3"):
@@ -209,8 +200,6 @@ _LOADERS = re.compile(r"\b(CDLL|WinDLL|PyDLL|LoadLibrary|load_library)\s*\(")
 def ctypes_at_import(tree: Path, package: str) -> Guess[bool] | None:
     """Whether `import package` loads a library with ctypes: a module-level call of a ctypes loader in the
     package's __init__.py or in a module of the package it imports at module level (followed as far as they go)."""
-    from ..sources import package_dir
-
     folder = package_dir(tree, package)
     if folder is None:
         return None
