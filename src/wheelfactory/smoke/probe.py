@@ -20,6 +20,14 @@ at start-up (marshal, os, sys, builtins); each statement runs in a child forked 
 new interpreter of those flags — nothing imported, nothing loaded — at a twentieth of the start-up. Elsewhere
 (Windows) each statement gets an interpreter of its own. Either way the checks go in, and what each saw (the
 outcome, the files it mapped) comes out, in marshal's format; this process judges the mapped files.
+
+Most statements begin by importing the wheel's package (`import pkg._mod`, `from pkg.sub import x`: Python
+imports `pkg` first), and that import is most of their cost (a package that opens its CUDA libraries at import
+maps hundreds of megabytes). Those of one package are forked from a child of the pristine interpreter that has
+done exactly that first step, `import pkg`, with the statement's warning filters: each then starts where its own
+run would have been after that step. Only where the step left a process that forks faithfully: it raised
+nothing (-W error: warned nothing) and runs one thread (a fork keeps only the caller's). Otherwise, or if that
+child dies, the statements are forked from the pristine interpreter as before.
 """
 
 from __future__ import annotations
@@ -77,7 +85,7 @@ def _judged(spec: dict[str, object], seen: dict[str, object]) -> dict[str, objec
     if not spec.get("site"):
         return {"ok": True, "detail": "imported"}
     driver = [p for p in cuda if p.rsplit("/", 1)[-1].startswith("libcuda.so")]
-    site = os.path.realpath(str(spec["site"])) + "/"  # the maps name real paths; a site may sit behind a link
+    site = os.path.join(os.path.realpath(str(spec["site"])), "")  # the maps name real paths; a site may be a link
     outside = [p for p in cuda if not p.startswith(site)]
     if driver:
         return {"ok": False, "detail": f"the driver was loaded at import: {driver}", "libraries": cuda}
@@ -160,13 +168,14 @@ def _forked(specs: list[dict[str, object]], folder: str) -> list[dict[str, objec
         env=_environment(pythonpath),
     )
     trouble = run.stderr.decode(errors="replace") if run.returncode else ""
-    return [_seen(f"{folder}/{i}", trouble or _log(f"{folder}/{i}.log")) for i in range(len(specs))]
+    return [_seen(f"{folder}/{i}", trouble or _log(f"{folder}/{i}")) for i in range(len(specs))]
 
 
-def _log(path: str) -> str:
+def _log(child: str) -> str:
+    """How a forked statement's process ended, as `_spawned` tells it: its exit status, then its output."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as log:
-            return log.read()
+        with open(f"{child}.status", encoding="utf-8") as status, open(f"{child}.log", errors="replace") as log:
+            return f"exit {status.read()}: {log.read()}"
     except OSError:
         return ""
 
@@ -184,25 +193,83 @@ def _run_and_write(spec: dict[str, object], outcome_file: str) -> None:
         marshal.dump(outcome, written)
 
 
-def _fork_each(folder: str) -> None:
-    """The statements on standard input, each in a child of this interpreter, some at a time: a child writes
-    what it saw to `folder`/N once its exit handlers ran (nothing, if it crashed), its output to N.log."""
-    specs = marshal.loads(sys.stdin.buffer.read())
-    running = 0
-    for index, spec in enumerate(specs):
-        if running >= max(2, os.cpu_count() or 1):
-            os.wait()
-            running -= 1
-        if os.fork() == 0:
-            log = os.open(f"{folder}/{index}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            _run_and_write(spec, f"{folder}/{index}")
+def _redirected(log_file: str) -> None:
+    log = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+
+
+def _fork_all(specs: list[dict[str, object]], indices: list[int], folder: str) -> None:
+    """Each statement of `indices` in a child of this process, some at a time: a child writes what it saw to
+    `folder`/N once its exit handlers ran (nothing, if it crashed), its output to N.log; this process writes its
+    exit status to N.status."""
+    running: dict[int, int] = {}
+
+    def reap() -> None:
+        child, status = os.wait()
+        with open(f"{folder}/{running.pop(child)}.status", "w", encoding="utf-8") as written:
+            written.write(str(os.waitstatus_to_exitcode(status)))
+
+    for index in indices:
+        if len(running) >= max(2, os.cpu_count() or 1):
+            reap()
+        child = os.fork()
+        if child == 0:
+            _redirected(f"{folder}/{index}.log")
+            _run_and_write(specs[index], f"{folder}/{index}")
             os._exit(0)
-        running += 1
+        running[child] = index
     while running:
-        os.wait()
-        running -= 1
+        reap()
+
+
+def _first_imported(statement: str) -> str | None:
+    """The top-level package a statement imports before anything else (`import a.b, c` or `from a.b import x`:
+    `a`), or None. String operations only: this process must stay as pristine as its children."""
+    words = statement.split(None, 2)
+    if len(words) < 2 or words[0] not in ("import", "from"):
+        return None
+    root = words[1].split(";", 1)[0].split(",", 1)[0].split(".", 1)[0]
+    return root if root.isidentifier() else None
+
+
+def _forks_faithfully(root: str, spec: dict[str, object]) -> bool:
+    """Import `root` here as a statement's own first step would (its warning filters, -W error): True if that
+    raised nothing and left this process one thread."""
+    if spec.get("warnings_not_ours"):
+        import warnings  # already loaded by -W error
+
+        warnings.filterwarnings("ignore", module=str(spec["warnings_not_ours"]))
+    try:
+        exec(compile(f"import {root}", "<smoke>", "exec"), {"__name__": "__smoke__"})
+        return len(os.listdir("/proc/self/task")) == 1
+    except BaseException:  # the statements will meet it themselves, each from the pristine interpreter
+        return False
+
+
+def _fork_each(folder: str) -> None:
+    """The statements on standard input, each in a child: forked from a child that imported the package they
+    begin by importing, where that forks faithfully; from this pristine interpreter otherwise."""
+    specs: list[dict[str, object]] = marshal.loads(sys.stdin.buffer.read())
+    groups: dict[tuple[str, object], list[int]] = {}
+    pristine = []
+    for index, spec in enumerate(specs):
+        root = _first_imported(str(spec["statement"]))
+        if root is None:
+            pristine.append(index)
+        else:
+            groups.setdefault((root, spec.get("warnings_not_ours")), []).append(index)
+    for number, ((root, _), indices) in enumerate(groups.items()):
+        child = os.fork()
+        if child == 0:
+            _redirected(f"{folder}/import-{number}.log")
+            if _forks_faithfully(root, specs[indices[0]]):
+                _fork_all(specs, indices, folder)
+                os._exit(0)
+            os._exit(1)
+        if os.waitpid(child, 0)[1] != 0:
+            pristine += indices
+    _fork_all(specs, sorted(pristine), folder)
 
 
 def main() -> None:
