@@ -6,24 +6,68 @@ median wall time per wheel (goal: ≤ 5 s on a 2-core host), each tier's median,
 start, the venvs, each pip run, the copy, each probe, the downloads before): when it began and how long it took.
 Every run must pass.
 
+Then a py3-none wheel (tests/sources/ctlib: a CUDA library opened with ctypes at import, one wheel for every
+Python), built once for CUDA 12: its smoke on one Python (3.12) against its smoke on the two it is smoke-tested on
+by default (the oldest and the newest it serves; here 3.10 and 3.13, the newest the offline image has), run by run (goal: ≤ 1.6×).
+
 Usage: python bench/bench_smoke.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 5]
-(needs Docker; about a minute)
+(needs Docker; about three minutes, most of it ctlib's first build)
 """
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from argparse import Namespace
 from pathlib import Path
 
 from benchlib import REPO, arguments, show
 
+from wheelfactory.built import BuiltWheel
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs
 from wheelfactory.smoke import smoke
 from wheelfactory.smoke.results import Steps
+
+
+def _timed_smoke(built: BuiltWheel) -> float:
+    started = time.monotonic()
+    results = smoke(built)
+    if not all(r.passed for r in results):
+        raise SystemExit(f"a smoke run failed: {[r.label for r in results if not r.passed]}")
+    return time.monotonic() - started
+
+
+def _one_and_two_pythons(root: Path, args: Namespace) -> list[tuple[str, str]]:
+    """The py3-none wheel's smoke on 3.12 alone, then on its default two, one after the other, `args.runs` times."""
+    shutil.copytree(REPO / "tests/sources/ctlib", root / "recipes/ctlib/source")
+    shutil.copy(REPO / "tests/sources/ctlib.recipe.yaml", root / "recipes/ctlib/recipe.yaml")
+    # The matrix's oldest Python and the newest the offline image has (it has no 3.14).
+    pythons = ["3.10", "3.13"]
+    (record,) = build(BuildRequest(root, 12, pythons, ["ctlib"], args.image, "linux", root / args.matrix))
+    if not record.passed:
+        raise SystemExit(f"the py3-none wheel did not pass: {record.why_not()}")
+    built = record.built
+    both = built.smoke_pythons
+    pairs = []
+    for _ in range(args.runs):
+        built.asked_pythons = ("3.12",)
+        one = _timed_smoke(built)
+        built.asked_pythons = both
+        pairs.append((one, _timed_smoke(built)))
+    figures = [
+        (f"  run {i}: {' and '.join(both)} / 3.12 alone", f"{two:.1f} s / {one:.1f} s = {two / one:.2f}×")
+        for i, (one, two) in enumerate(pairs, 1)
+    ]
+    one, two = statistics.median(o for o, _ in pairs), statistics.median(t for _, t in pairs)
+    return [
+        (f"py3-none wheel ({built.path.name}), median of {args.runs}", ""),
+        *figures,
+        (f"  median: {' and '.join(both)} / 3.12 alone", f"{two:.1f} s / {one:.1f} s = {two / one:.2f}×"),
+    ]
 
 
 def main() -> int:
@@ -50,6 +94,7 @@ def main() -> int:
                 return 1
             for result in results:
                 tiers.setdefault(result.label, []).append(result.seconds)
+        py3_none = _one_and_two_pythons(root, args)
     figures = [
         (f"smoke per wheel, cuprobe-cuda12x cp312, median of {args.runs}", f"{statistics.median(totals):.1f} s"),
         ("  each run", ", ".join(f"{t:.1f}" for t in totals) + " s"),
@@ -59,7 +104,7 @@ def main() -> int:
     for name, times in sorted(steps.items(), key=lambda item: statistics.median(t[0] for t in item[1])):
         begun, took = statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
         figures.append((f"  {name}", f"at {begun:5.2f} s, {took:5.2f} s"))
-    show(figures)
+    show(figures + py3_none)
     return 0
 
 

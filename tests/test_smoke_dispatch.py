@@ -23,8 +23,8 @@ from wheelfactory.binaries.wheelfile import WheelName
 from wheelfactory.built import BuiltWheel
 from wheelfactory.errors import UserError
 from wheelfactory.plan import Variant, make_plan
-from wheelfactory.smoke import nvidia
-from wheelfactory.smoke.installs import requirements_met
+from wheelfactory.smoke import installs, nvidia, resolutions
+from wheelfactory.smoke.installs import download_requirements, requirements_met
 from wheelfactory.smoke.machines import Layout
 from wheelfactory.smoke.results import Steps
 from wheelfactory.smoke.tiers import optional_without_wheel
@@ -216,7 +216,7 @@ def test_the_nvidia_wheels_resolution_is_reused_for_an_hour_and_asked_again_on_r
     and still in the cache as sealed; after that, when one of them changed, or with --refresh, pip resolves
     again."""
     monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(nvidia, "_refresh", False)  # and so back after resolve_afresh()
+    monkeypatch.setattr(resolutions, "_refresh", False)  # and so back after resolve_afresh()
     wheel = _wheel(tmp_path, "manylinux_2_28_x86_64")
     nvidia._resolved.cache_clear()
     fresh = {v: nvidia.nvidia_wheels(wheel, v) for v in ("floors", "newest")}
@@ -233,12 +233,38 @@ def test_the_nvidia_wheels_resolution_is_reused_for_an_hour_and_asked_again_on_r
         if change == "an hour later":
             for record in records:
                 earlier = json.loads(record.read_text())
-                record.write_text(json.dumps({**earlier, "at": earlier["at"] - nvidia.RESOLUTION_TTL_S - 1}))
+                record.write_text(json.dumps({**earlier, "at": earlier["at"] - resolutions.RESOLUTION_TTL_S - 1}))
         elif change == "a wheel changed":
             for record in records:  # back within the hour, but the newest wheel is not what was sealed
                 record.write_text(json.dumps({**json.loads(record.read_text()), "at": time.time()}))
             fresh["newest"][0].write_bytes(b"truncated")
         else:
-            nvidia.resolve_afresh()
+            resolutions.resolve_afresh()
         with pytest.raises(_Asked):
             nvidia.nvidia_wheels(wheel, "newest")
+
+
+@pytest.mark.slow  # downloads a small wheel from PyPI
+def test_the_other_requirements_are_resolved_once_an_hour_for_each_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wheel's non-CUDA requirements for one Python: pip resolves them once; a later run gets the same wheels
+    in its folder without the index; another Python, or --refresh, asks again."""
+    monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(resolutions, "_refresh", False)
+    wheel = make_wheel(
+        tmp_path,
+        "ctlib_cuda12x-0.5.0-py3-none-manylinux_2_28_x86_64.whl",
+        metadata="Requires-Dist: packaging==24.2\nRequires-Dist: nvidia-cuda-runtime-cu12<13,>=12.9\n",
+    )
+    first = download_requirements(wheel, "3.12", tmp_path / "first", [])
+    assert first is not None and sorted(p.name for p in first.iterdir()) == ["packaging-24.2-py3-none-any.whl"]
+    monkeypatch.setattr(installs, "pip_download", _ask)
+    again = download_requirements(wheel, "3.12", tmp_path / "again", [])
+    assert again is not None
+    assert [p.read_bytes() for p in again.iterdir()] == [p.read_bytes() for p in first.iterdir()]
+    with pytest.raises(_Asked):
+        download_requirements(wheel, "3.11", tmp_path / "other", [])
+    resolutions.resolve_afresh()
+    with pytest.raises(_Asked):
+        download_requirements(wheel, "3.12", tmp_path / "refreshed", [])

@@ -116,9 +116,10 @@ def _build_in_container(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace) -> None:
-    """--refresh: NVIDIA's wheels for the smoke resolved against the index again, not from the last hour's."""
+    """--refresh: the smoke's wheels (NVIDIA's, the other requirements) resolved against the index again, not from
+    the last hour's."""
     if args.refresh:
-        from .smoke.nvidia import resolve_afresh
+        from .smoke.resolutions import resolve_afresh
 
         resolve_afresh()
 
@@ -260,7 +261,8 @@ def _add_build(sub: Any) -> None:
     build.add_argument(
         "--refresh",
         action="store_true",
-        help="resolve the smoke's NVIDIA wheels (floors, newest) against the index again, not from the last hour's",
+        help="resolve the smoke's wheels (NVIDIA's at the floors and the newest, the other requirements) against the "
+        "index again, not from the last hour's",
     )
     build.set_defaults(run=cmd_build)
 
@@ -282,7 +284,8 @@ def _add_checks(sub: Any) -> None:
     smoke.add_argument(
         "--refresh",
         action="store_true",
-        help="resolve the smoke's NVIDIA wheels (floors, newest) against the index again, not from the last hour's",
+        help="resolve the smoke's wheels (NVIDIA's at the floors and the newest, the other requirements) against the "
+        "index again, not from the last hour's",
     )
     smoke.set_defaults(run=cmd_smoke)
 

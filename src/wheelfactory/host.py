@@ -177,3 +177,11 @@ def run(
     if check and done.returncode != 0:
         raise ToolFailure(f"{what} failed (exit {done.returncode}):\n{tail(done.stdout + done.stderr)}")
     return done
+
+
+def link_or_copy(source: Path, dest: Path) -> None:
+    """`dest` the same file as `source` (a hard link; a copy where they are on different file systems)."""
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)

@@ -4,7 +4,6 @@ beforehand, pip's installs into the venvs, and a stand-in of another variant of 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -24,6 +23,8 @@ from ..declared import torch_requirement
 from ..errors import ToolFailure
 from ..progress import step
 from ..pytorch.install import TorchInstall, torch_install
+from ..toolkit.provision import pip_download
+from . import resolutions
 from .machines import ContainerMachine, Machine
 from .nvidia import NvidiaVersions, nvidia_requirements
 from .results import Check
@@ -103,30 +104,33 @@ def installs_without_nvidia(machine: Machine, built: BuiltWheel, target: str | N
 
 
 def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list[str]) -> Path | None:
-    """The wheels of `wheel`'s non-CUDA requirements for CPython `python` and the wheel's platform, fetched here
-    from pip's index (the smoke machine has no network); None when it has none. For a wheel built against torch
-    (`torch_pins`: torch and its other requirements, as pip resolved them), those without their dependencies: what
-    torch requires of NVIDIA is the layouts'."""
+    """The wheels of `wheel`'s non-CUDA requirements for CPython `python` and the wheel's platform, as pip resolves
+    them from its index (the smoke machine has no network), in `into`; None when it has none. For a wheel built
+    against torch (`torch_pins`: torch and its other requirements, as pip resolved them), those without their
+    dependencies: what torch requires of NVIDIA is the layouts'. Resolved once an hour (resolutions.py), kept in the
+    cache, and linked into `into` (copied, across file systems)."""
     lines = requirements(wheel, but_torch=bool(torch_pins))
     if not lines and not torch_pins:
         return None
     name = WheelName.of(wheel)
     tag = cpython_tag(python)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(into)]
-    command += ["--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
-    command += ["--abi", tag, "--abi", "abi3", "--abi", "none"]
-    command += [arg for platform in compatible_platforms(name.platform_tag) for arg in ("--platform", platform)]
+    options = ["--python-version", python, "--implementation", "cp", "--abi", tag, "--abi", "abi3", "--abi", "none"]
+    options += [arg for platform in compatible_platforms(name.platform_tag) for arg in ("--platform", platform)]
     downloads: list[tuple[list[str], list[str]]] = [([], lines)] if lines else []
     if torch_pins:
         downloads.append((["--no-deps"], torch_pins))
-    for options, listed in downloads:
-        with step(f"download the requirements of {wheel.name}: {', '.join(listed)}"):
-            done = host.run([*command, *options, *listed], "pip download", check=False)
-            if done.returncode != 0:
-                raise ToolFailure(
-                    f"{wheel.name}: cannot download its requirements {', '.join(listed)} for the smoke tiers — "
-                    f"{host.tail(done.stderr, 6)}"
-                )
+    into.mkdir(parents=True, exist_ok=True)
+    for more, listed in downloads:
+        asked = ["requirements", listed, [*options, *more]]
+        with host.cache_lock("wheels"):
+            found = resolutions.earlier(asked)
+        if found is None:
+            what = f"download the requirements of {wheel.name}: {', '.join(listed)}"
+            with step(what), host.cache_lock("wheels"):
+                found = tuple(pip_download(listed, [*options, *more], resolutions.wheel_folder(), what))
+                resolutions.remember(asked, found)
+        for downloaded in found:
+            host.link_or_copy(downloaded, into / downloaded.name)
     return into
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import time
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -26,6 +24,7 @@ from ..progress import step
 from ..sources import index_urls, project_files
 from ..toolkit.provision import Toolkit, download_wheels
 from ..untrusted.cache import reusable, seal
+from . import resolutions
 
 
 def marker_environment(name: WheelName) -> dict[str, str]:
@@ -88,66 +87,22 @@ def _lowest(requirement: Requirement, os_name: OS, arch: str) -> Version:
     return min(found)
 
 
-# How long a resolution is reused, by every wheel and run that asks the same of the same indexes: the index's newest
-# may move within it (`--refresh` asks again).
-RESOLUTION_TTL_S = 3600
-MAX_RESOLUTION_BYTES = 64 * 1024
-_refresh = False
-
-
-def resolve_afresh() -> None:
-    """Resolve NVIDIA's wheels against the index again in this process, not from an earlier run's resolution."""
-    global _refresh
-    _refresh = True
-    _resolved.cache_clear()
-
-
-def _resolution_record(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVersions) -> Path:
-    asked = json.dumps([lines, os_name, arch, versions, index_urls()])
-    return host.cache_dir() / "resolutions" / f"{hashlib.sha256(asked.encode()).hexdigest()[:24]}.json"
-
-
-def _earlier_resolution(record: Path, wheels: Path) -> tuple[Path, ...] | None:
-    """The wheels an earlier resolution of the same request named, where it is under an hour old and each of them
-    is still in the cache as it was sealed; None otherwise (read as untrusted: bounded, its shape checked)."""
-    try:
-        if _refresh or record.stat().st_size > MAX_RESOLUTION_BYTES:
-            return None
-        loaded = json.loads(record.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return None
-    at, names = (loaded.get("at"), loaded.get("wheels")) if isinstance(loaded, dict) else (None, None)
-    if not isinstance(at, int | float) or not 0 <= time.time() - at < RESOLUTION_TTL_S or not isinstance(names, list):
-        return None
-    found = []
-    for name in names:
-        if not isinstance(name, str) or Path(name).name != name or not name.endswith(".whl"):
-            return None
-        if not reusable(wheels / name):
-            return None
-        found.append(wheels / name)
-    return tuple(found) or None
-
-
 @cache
 def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVersions) -> tuple[Path, ...]:
     """The NVIDIA wheels pip installs for `lines` (and for what they require), at the floors or the newest,
     downloaded into the cache's wheel folder: once a process, as every Python of a variant asks the same, and
-    taken from an earlier run's resolution for an hour (RESOLUTION_TTL_S)."""
-    record, wheels = _resolution_record(lines, os_name, arch, versions), host.cache_dir() / "wheels"
+    taken from an earlier run's resolution for an hour (resolutions.py)."""
+    asked = ["nvidia", lines, os_name, arch, versions]
     with host.cache_lock("wheels"):
-        earlier = _earlier_resolution(record, wheels)
-    if earlier is not None:
-        return earlier
+        found = resolutions.earlier(asked)
+    if found is not None:
+        return found
     constraints = None  # the newest: as pip resolves them
     if versions == "floors":
         constraints = [f"{Requirement(line).name}=={_lowest(Requirement(line), os_name, arch)}" for line in lines]
     with step(f"download NVIDIA's wheels at the {versions} of {', '.join(lines)}"), host.cache_lock("wheels"):
-        found = tuple(download_wheels(list(lines), os_name, arch, wheels, constraints))
-        record.parent.mkdir(parents=True, exist_ok=True)
-        partial = record.with_name(f".{record.name}.{os.getpid()}")
-        partial.write_text(json.dumps({"at": time.time(), "lines": lines, "wheels": [w.name for w in found]}))
-        partial.replace(record)
+        found = tuple(download_wheels(list(lines), os_name, arch, resolutions.wheel_folder(), constraints))
+        resolutions.remember(asked, found)
     return found
 
 

@@ -108,16 +108,25 @@ def constraints(variant: Variant, os_name: OS, arch: str) -> list[str]:
 
 
 def download_wheels(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[str] | None = None) -> list[Path]:
+    """NVIDIA's wheels (py3-none: one for every Python) for `reqs` on that platform, as `pip_download` gives."""
+    options = ["--python-version", "3.12"]
+    options += [arg for tag in platform_of(os_name).pip_platform_tags(arch) for arg in ("--platform", tag)]
+    return pip_download(reqs, options, dest, f"downloading {', '.join(reqs)}", pins)
+
+
+def pip_download(
+    reqs: list[str], options: list[str], dest: Path, what: str, pins: list[str] | None = None
+) -> list[Path]:
+    """The wheels pip resolves for `reqs` (and what they require, unless `options` say --no-deps) on the
+    interpreter and platforms `options` name, constrained by `pins`: downloaded into `dest`, each sealed."""
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest)]
-    cmd += ["--python-version", "3.12", "--progress-bar", "off"]
-    for tag in platform_of(os_name).pip_platform_tags(arch):
-        cmd += ["--platform", tag]
+    cmd += ["--progress-bar", "off", "--disable-pip-version-check", *options]
     with tempfile.TemporaryDirectory() as scratch:
         if pins:
             (Path(scratch) / "constraints.txt").write_text("\n".join(pins) + "\n")
             cmd += ["--constraint", str(Path(scratch) / "constraints.txt")]
-        result = host.run([*cmd, *reqs], f"downloading {', '.join(reqs)}")
+        result = host.run([*cmd, *reqs], what)
     # pip checked what it found already there against the index's sha256 and downloaded the rest: sealed now, a
     # later run that reuses them without pip checks them against this.
     # pip names each file it saved or found already there: that list is what it resolved.
