@@ -1,8 +1,9 @@
-"""`python -m fuzz [--reader NAME]... [--seconds N] [--workdir DIR]`: fuzz each reader of untrusted bytes for N
-seconds (coverage-guided, atheris), starting from seeds built here and the corpus earlier runs kept. Prints, per
-reader, the executions, the coverage reached and the findings; a finding (an exception other than the reader's
-own error, an input over a second or 256 MiB) is copied into tests/fuzz_cases/READER/, where the tests replay it
-for ever after, and the run exits 1."""
+"""`python -m fuzz [--reader NAME]... [--seconds N] [--jobs J] [--workdir DIR]`: fuzz each reader of untrusted
+bytes for N seconds (coverage-guided, atheris), J readers at a time (default: one per CPU; each fuzzer is one
+process on one core), starting from seeds built here and the corpus earlier runs kept. Prints, per reader, the
+executions, the coverage reached and the findings; a finding (an exception other than the reader's own error, an
+input over a second or 256 MiB) is copied into tests/fuzz_cases/READER/, where the tests replay it for ever after,
+and the run exits 1."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fuzz import seeds
@@ -44,21 +46,23 @@ def fuzz_one(reader: str, seconds: int, workdir: Path) -> bool:
     stats = {key: int(value) for key, value in _STAT.findall(ran.stderr)}
     done = _COVERAGE.findall(ran.stderr)
     coverage = f"coverage {done[-1][0]} edges, {done[-1][1]} features, corpus {done[-1][2]} inputs" if done else ""
-    print(
+    # One print per reader: readers run side by side, and a reader's lines stay together.
+    said = [
         f"{reader}: {stats.get('number_of_executed_units', 0)} executions in {seconds} s "
         f"({stats.get('average_exec_per_sec', 0)}/s), {coverage or 'no coverage line'}, "
-        f"peak RSS {stats.get('peak_rss_mb', 0)} MiB",
-        flush=True,
-    )
+        f"peak RSS {stats.get('peak_rss_mb', 0)} MiB"
+    ]
     found = sorted(findings.iterdir())
     if ran.returncode == 0 and not found:
+        print(said[0], flush=True)
         return True
     kept = CASES / reader
     kept.mkdir(parents=True, exist_ok=True)
     for finding in found:
         shutil.copy(finding, kept / finding.name)
-        print(f"  finding: {finding.name}, kept as {kept.relative_to(ROOT) / finding.name}")
-    print("  " + "\n  ".join(ran.stderr.strip().splitlines()[-25:]))
+        said.append(f"  finding: {finding.name}, kept as {kept.relative_to(ROOT) / finding.name}")
+    said.append("  " + "\n  ".join(ran.stderr.strip().splitlines()[-25:]))
+    print("\n".join(said), flush=True)
     return False
 
 
@@ -66,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--reader", action="append", choices=sorted(TARGETS), help="default: every reader")
     parser.add_argument("--seconds", type=int, default=60, help="per reader (default 60)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="readers at a time (default: CPUs)")
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "fuzz", help="seeds, corpus, findings")
     args = parser.parse_args(argv)
     for reason in seeds.build(args.workdir / "seeds"):
         print(f"seeds left out — {reason}")
     readers = args.reader or sorted(TARGETS)
-    held = [fuzz_one(reader, args.seconds, args.workdir) for reader in readers]
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        held = list(pool.map(lambda reader: fuzz_one(reader, args.seconds, args.workdir), readers))
     print(f"{held.count(True)} passed, {held.count(False)} failed")
     return 0 if all(held) else 1
 

@@ -16,7 +16,7 @@ from .conftest import REPO
 from .test_untrusted import bounded
 
 CASES = sorted((REPO / "tests" / "fuzz_cases").glob("*/*"))
-CI_SECONDS = 20  # a reader: six readers and the seeds take about three minutes
+CI_SECONDS = 20  # a reader, one per CPU at a time: with the seeds, about a minute and a half on two cores
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
