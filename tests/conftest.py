@@ -167,6 +167,11 @@ def build_recipe(
     return Built(root, records[0], variant)
 
 
+# The session's cuprobe builds, one per CUDA major, shared by every test that reads a real wheel (built12 by some
+# fifty, built13 by some twenty). Among CI's slowest 15 they show as the setup of whichever test asks first
+# (2026-11-26: 141 s for the coinstall test's built12 and built13, 62 s for the fatbin test's built11): each
+# provisions its toolkit (CUDA 11.8 and 12.4's nvcc from Debian's packages, 13's from PyPI), builds with cibuildwheel
+# in the offline image, repairs, audits and runs every smoke tier once.
 @pytest.fixture(scope="session")
 def built11(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
     return build_recipe(tmp_path_factory.mktemp("cuda11"), 11, build_image)

@@ -36,6 +36,9 @@ def aarch64_image(docker: None) -> str:
     return AARCH64_IMAGE
 
 
+# Among CI's slowest (2026-11-26: 184 s, the setup of the test below): the one aarch64 build CI runs, under QEMU
+# (cibuildwheel's container, nvcc's front end and the smoke's interpreters all emulated, some ten times slower than
+# native); the smallest wheel that crosses every stage.
 @pytest.fixture(scope="session")
 def built_aarch64(tmp_path_factory: pytest.TempPathFactory, aarch64_image: str) -> Built:
     """cuprobe for CUDA 13 and the image's CPython, built for aarch64 under QEMU through the whole pipeline."""

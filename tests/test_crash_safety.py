@@ -97,6 +97,7 @@ def _only_verified_wheels(dist: Path) -> list[Path]:
     return wheels
 
 
+# Among CI's slowest (2026-11-26: 48 s): a build killed at each stage in turn and run again, every run a real one.
 def test_a_build_killed_at_any_stage_leaves_only_verified_wheels_and_the_next_run_recovers(
     tmp_path: Path, build_image: str, built13: Built
 ) -> None:
@@ -130,6 +131,7 @@ def _text(path: Path) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
 
+# Among CI's slowest (2026-11-26: 41 s): two whole builds at once, two processes on one cache.
 def test_two_majors_build_at_once_against_one_cache(
     tmp_path: Path, build_image: str, built12: Built, built13: Built
 ) -> None:
@@ -145,6 +147,7 @@ def test_two_majors_build_at_once_against_one_cache(
     assert len(entries) == 2  # both runs' entries: neither overwrote the other's
 
 
+# Among CI's slowest (2026-11-26: 17 s): two builds, one with an empty compiler cache, whose bytes must match.
 def test_the_same_inputs_give_the_same_bytes_cold_or_warm(tmp_path: Path, build_image: str, built12: Built) -> None:
     # Two checkouts, the first built with an empty compiler cache, the second with the cache the first filled.
     compiler_cache = tmp_path / "compiler-cache"

@@ -25,6 +25,8 @@ def test_every_finding_is_refused_cleanly_now(case: Path) -> None:
     bounded(lambda: targets.run(case.parent.name, case.read_bytes()))
 
 
+# CI's slowest (2026-11-26: 95 s): each reader is fuzzed for CI_SECONDS, the time the issue that set it keeps; the
+# readers run one per CPU at a time.
 @pytest.mark.slow
 def test_a_short_fuzzing_pass_over_every_reader_finds_nothing(tmp_path: Path) -> None:
     ran = subprocess.run(

@@ -152,6 +152,8 @@ def test_a_system_cuda_does_not_hide_a_broken_wheel(built12: Built, decoy_image:
     assert "CUDA libraries loaded from outside" in failed.detail and f"{SYSTEM_CUDA}/libcudart.so.12" in failed.detail
 
 
+# Among CI's slowest (2026-11-26: 34 s): the Windows machine's layouts made for real on this host, each by pip
+# (NVIDIA's wheels installed, not mounted), as a Windows runner makes them.
 def test_the_windows_smoke_machine_lays_out_real_installs(
     built12: Built, build_image: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

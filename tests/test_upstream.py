@@ -32,6 +32,8 @@ def _members(wheel: Path) -> list[str]:
         return archive.namelist()
 
 
+# Among CI's slowest (2026-11-26: 66 s, the setup of its first test): cuvec from its sdist, a CMake build with
+# nvcc for every architecture of CUDA 13, shared by the tests of it below.
 @pytest.fixture(scope="session")
 def cuvec13(tmp_path_factory: pytest.TempPathFactory, build_image: str) -> Built:
     return build_recipe(tmp_path_factory.mktemp("cuvec13"), 13, build_image, "cuvec")
@@ -86,6 +88,8 @@ def test_the_fatbin_reader_agrees_with_cuobjdump_on_cuvecs_modules(
     assert gpu["minimum_driver"]["version"] == "580.65.06" and "Turing to Blackwell" in gpu["runs_on"]
 
 
+# Among CI's slowest (2026-11-26: 19 s): a second cuvec build, with CUDA hidden from its CMake, which the audit
+# must keep out of dist/; its C++ comes from the compiler cache the first filled.
 def test_a_cpu_only_cuvec_is_kept_out_of_dist(tmp_path: Path, build_image: str) -> None:
     # Its CMakeLists falls back to a CPU-only build, with a warning and nothing more, when CMake finds no CUDA.
     # The toolkit hidden from find_package(CUDAToolkit) makes that happen here.
@@ -100,6 +104,7 @@ def test_a_cpu_only_cuvec_is_kept_out_of_dist(tmp_path: Path, build_image: str) 
     assert not list((built.root / "dist").glob("*.whl"))
 
 
+# Among CI's slowest (2026-11-26: 32 s): pyvkfft built from its sdist, whose modules link the driver.
 def test_pyvkfft_reaches_dist_and_says_what_needs_the_driver(tmp_path: Path, build_image: str, cuobjdump: Path) -> None:
     built = build_recipe(tmp_path, 12, build_image, "pyvkfft")
     record = built.record
@@ -183,6 +188,8 @@ def test_a_setuptools_source_with_two_packages(tmp_path: Path, build_image: str)
     assert next(ok for name, (ok, _) in tier1.items() if name.startswith("import multipkgx._runtime → ImportError"))
 
 
+# Among CI's slowest (2026-11-26: 130 s): a real upstream build from its sdist, pycuda's C++ and the subset of
+# Boost it bundles (Python, thread, system), 45 translation units; the one setup.py-only source with a configure step.
 def test_pycuda_reaches_dist_though_its_setup_py_runs_its_init_bare(tmp_path: Path, build_image: str) -> None:
     # setup.py execs pycuda/__init__.py in an empty dict for its version: the variant module's import that the
     # factory adds there must not run then (a relative import without __package__ fails), and must on import.

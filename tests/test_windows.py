@@ -109,6 +109,9 @@ def tools() -> None:
         unavailable(f"needs mingw-w64 ({', '.join(missing)}): apt-get install gcc-mingw-w64-x86-64")
 
 
+# Among CI's slowest (2026-11-26: 41 s, the setup of the first delvewheel test): each major's Windows toolkit
+# provisioned for real — NVIDIA's CUDA 13 wheels from PyPI, 11 and 12 from a local mirror of NVIDIA's archives —
+# into a cache of its own, so nothing of the Linux tests' cache stands in for it.
 @pytest.fixture(scope="module")
 def toolkits(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Toolkit]]:
     """Each major's Windows toolkit, provisioned into a cache of its own from a local mirror of NVIDIA's archives."""
