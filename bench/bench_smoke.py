@@ -8,7 +8,8 @@ Every run must pass.
 
 Then a py3-none wheel (tests/sources/ctlib: a CUDA library opened with ctypes at import, one wheel for every
 Python), built once for CUDA 12: its smoke on one Python (3.12) against its smoke on the two it is smoke-tested on
-by default (the oldest and the newest it serves; here 3.10 and 3.13, the newest the offline image has), run by run (goal: ≤ 1.6×).
+by default (the oldest and the newest it serves; here 3.10 and 3.13, the newest the offline image has), run by run
+(goal: ≤ 1.6×).
 
 Usage: python bench/bench_smoke.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 5]
 (needs Docker; about three minutes, most of it ctlib's first build)
