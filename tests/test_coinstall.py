@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from wheelfactory.binaries.wheelfile import pack, unpack
 from wheelfactory.cli import main
-from wheelfactory.coinstall import conflict_of
+from wheelfactory.coinstall import _requirement_on, conflict_of
+from wheelfactory.plan import make_plan
 
 from .conftest import REPO, Built
+from .wheelbytes import make_wheel
 
 PIP_CONFLICT = """\
 INFO: pip is looking at multiple versions of torch to determine which version is compatible with other requirements.
@@ -38,6 +42,34 @@ def test_the_requirements_pip_blames_are_read_without_their_markers() -> None:
     assert conflict_of("ERROR: No matching distribution found for torch") == []
 
 
+def test_what_a_wheel_would_move_is_its_own_requirement_the_release_misses(tmp_path: Path) -> None:
+    wheel = make_wheel(
+        tmp_path,
+        "torchext_cuda13x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+        metadata="Requires-Dist: torch==2.14.*\nRequires-Dist: Torch<2; sys_platform == 'win32'\n"
+        "Requires-Dist: torch<2.14; extra == 'old'\n",
+    )
+    torch = canonicalize_name("torch")
+    assert str(_requirement_on(wheel, torch, "2.15.0")) == "torch==2.14.*"
+    assert _requirement_on(wheel, torch, "2.14.1") is None  # the Windows line and the extra's do not apply here
+    assert _requirement_on(wheel, canonicalize_name("cupy-cuda13x"), "14.0.0") is None
+
+
+def test_the_torch_a_major_builds_for_is_a_neighbour_too() -> None:
+    cuda = {v.major: v.cuda for v in make_plan(REPO).variants}
+    assert cuda[13].coinstall_neighbours == ["torch>=2.14", "cupy-cuda13x", "jax[cuda13]", "torch==2.14.*"]
+    assert cuda[12].coinstall_neighbours == ["cupy-cuda12x", "jax[cuda12]"]
+
+
+def _rewritten(wheel: Path, tmp_path: Path, line_of: Callable[[str], str]) -> Path:
+    """The wheel with each line of its METADATA replaced by `line_of(line)`, packed again."""
+    tree = unpack(wheel, tmp_path / "tree")
+    metadata = next(tree.glob("*.dist-info")) / "METADATA"
+    metadata.write_text("\n".join(line_of(line) for line in metadata.read_text().splitlines()) + "\n")
+    (tmp_path / "out").mkdir()
+    return pack(tree, tmp_path / "out")
+
+
 def _dist(tmp_path: Path, *wheels: Path) -> Path:
     dist = tmp_path / "dist"
     dist.mkdir()
@@ -58,7 +90,8 @@ def test_cuprobe_resolves_beside_its_default_neighbours(
     assert main(["--root", str(REPO), "coinstall", str(dist)]) == 0, capsys.readouterr()
     entries = {e["wheel"]: e for e in json.loads((dist / "report.json").read_text())["wheels"]}
     beside13 = entries[built13.wheel.name]["coinstall"]
-    assert set(beside13) == {"torch>=2.14", "cupy-cuda13x", "jax[cuda13]"}
+    # The matrix's neighbours, and the torch its CUDA 13 torch extensions are built for.
+    assert set(beside13) == {"torch>=2.14", "torch==2.14.*", "cupy-cuda13x", "jax[cuda13]"}
     assert set(entries[built12.wheel.name]["coinstall"]) == {"cupy-cuda12x", "jax[cuda12]"}
     for neighbour in beside13.values():
         assert neighbour["resolved"] and neighbour["release"]
@@ -75,16 +108,10 @@ def test_a_conflicting_floor_fails_naming_both_requirements(
     """The same wheel with a runtime floor above what PyPI's torch pins (through cuda-toolkit[cudart]): pip finds
     no resolution with that torch, and the check says which two requirements collide — rather than settling on
     an older torch built for CUDA 12."""
-    tree = unpack(built13.wheel, tmp_path / "tree")
-    metadata = next(tree.glob("*.dist-info")) / "METADATA"
-    lines = metadata.read_text().splitlines()
-    lines = [
-        "Requires-Dist: nvidia-cuda-runtime>=13.3" if line.startswith("Requires-Dist: nvidia-cuda-runtime") else line
-        for line in lines
-    ]
-    metadata.write_text("\n".join(lines) + "\n")
-    (tmp_path / "out").mkdir()
-    dist = _dist(tmp_path, pack(tree, tmp_path / "out"))
+    runtime, floor = "Requires-Dist: nvidia-cuda-runtime", "Requires-Dist: nvidia-cuda-runtime>=13.3"
+    dist = _dist(
+        tmp_path, _rewritten(built13.wheel, tmp_path, lambda line: floor if line.startswith(runtime) else line)
+    )
     assert main(["--root", str(REPO), "coinstall", str(dist)]) == 1
     said = capsys.readouterr().err
     line = next(x for x in said.splitlines() if "beside torch>=2.14" in x)
@@ -106,3 +133,26 @@ def test_without_the_public_index_it_stops_and_says_so(
     assert main(["--root", str(REPO), "coinstall", str(dist)]) == 3
     assert "the co-install check needs the public index http://127.0.0.1:9/simple/" in capsys.readouterr().err
     assert not (dist / "report.json").exists()
+
+
+@pytest.mark.slow
+def test_a_wheel_tied_to_an_older_torch_is_named_as_moving_the_users_torch(
+    built13: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wheel that requires the matrix's torch (2.14, as a torch extension built against it does) beside the
+    newest torch of PyPI (2.15 today): installing it would take a 2.15 user's torch down, and the check says so,
+    naming the requirement; beside the torch it was built for it resolves."""
+    runtime, tied = "Requires-Dist: nvidia-cuda-runtime", "Requires-Dist: torch==2.14.*"
+    dist = _dist(
+        tmp_path,
+        _rewritten(built13.wheel, tmp_path, lambda line: f"{line}\n{tied}" if line.startswith(runtime) else line),
+    )
+    assert main(["--root", str(REPO), "coinstall", str(dist)]) == 1
+    (entry,) = json.loads((dist / "report.json").read_text())["wheels"]
+    newest = entry["coinstall"]["torch>=2.14"]
+    assert not newest["resolved"] and not newest["release"].startswith("2.14.")
+    assert newest["error"].startswith(
+        f"cuprobe-cuda13x 0.1.0 requires torch==2.14.*: installing it would move a user's torch {newest['release']} — "
+    )
+    assert entry["coinstall"]["torch==2.14.*"]["resolved"]
+    assert f"would move a user's torch {newest['release']}" in capsys.readouterr().err

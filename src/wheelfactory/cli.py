@@ -153,7 +153,7 @@ def cmd_coinstall(args: argparse.Namespace) -> int:
         variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
         if variant is None:
             raise UserError(f"{wheel.name}: no recipe × CUDA major of the matrix renders {name.distribution}")
-        neighbours[wheel] = variant.cuda.neighbours
+        neighbours[wheel] = variant.cuda.coinstall_neighbours
     results = check({w: n for w, n in neighbours.items() if n}) if any(neighbours.values()) else []
     for folder in sorted({w.parent for w in wheels}):
         found = with_neighbours([r for r in results if (folder / r.wheel).is_file()])

@@ -30,10 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 
 from . import host
-from .binaries.wheelfile import WheelName, compatible_platforms, extras, with_extras
+from .binaries.wheelfile import (
+    WheelName,
+    compatible_platforms,
+    extras,
+    marker_environment,
+    requires_dist,
+    with_extras,
+)
 from .errors import ToolFailure
 from .inputs.matrix import PYPI
 from .progress import step
@@ -179,6 +186,18 @@ def conflict_of(output: str) -> list[str]:
     return causes
 
 
+def _requirement_on(wheel: Path, distribution: NormalizedName, release: str) -> Requirement | None:
+    """The wheel's own requirement on `distribution` (for its platform and Python, whatever extras) that
+    `release` does not meet: what installing it beside that release would change."""
+    environment = marker_environment(WheelName.of(wheel))
+    for requirement in requires_dist(wheel, with_extras=False):
+        applies = requirement.marker is None or requirement.marker.evaluate(environment)
+        on_it = applies and canonicalize_name(requirement.name) == distribution
+        if on_it and not requirement.specifier.contains(release, prereleases=True):
+            return requirement
+    return None
+
+
 def resolve_beside(wheel: Path, neighbour: str, indexes: list[str]) -> Resolution:
     """The wheel (with every extra) and the release of `neighbour` that pip picks alone, resolved together."""
     name = WheelName.of(wheel)
@@ -197,6 +216,12 @@ def resolve_beside(wheel: Path, neighbour: str, indexes: list[str]) -> Resolutio
     if error:
         result.conflict = conflict_of(error)
         result.error = "; ".join(result.conflict) if result.conflict else one_line(host.tail(error, 4))
+        moved = _requirement_on(wheel, wanted, release)
+        if moved is not None:
+            result.error = (
+                f"{name.distribution} {name.version} requires {moved}: installing it would move a user's "
+                f"{pinned.name} {release} — {result.error}"
+            )
         return result
     result.nvidia = {d: v for d, v in sorted(chosen.items()) if canonicalize_name(d).startswith(("nvidia-", "cuda-"))}
     return result

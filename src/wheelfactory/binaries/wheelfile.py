@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
@@ -179,6 +180,19 @@ def requires_dist(wheel: Path, *, with_extras: bool = True) -> list[Requirement]
         if with_extras or requirement.marker is None or "extra" not in str(requirement.marker):
             found.append(requirement)
     return found
+
+
+def marker_environment(name: WheelName) -> dict[str, str]:
+    """The environment markers of the machine a wheel installs on (its OS, machine and Python: the oldest it
+    serves; this one's for a py3-none wheel, which names none)."""
+    python = {"python_version": name.python, "python_full_version": f"{name.python}.0"} if name.abi != "none" else {}
+    return {
+        **{key: str(value) for key, value in default_environment().items()},
+        "sys_platform": operating_system(name.os).sys_platform,
+        "platform_system": operating_system(name.os).platform_system,
+        "platform_machine": name.arch,
+        **python,
+    }
 
 
 def metadata_of(path: Path) -> email.message.Message:

@@ -45,6 +45,13 @@ class CudaEntry(Strict):
     # co-install check (`nox -s coinstall`) resolves each wheel together with each of them.
     neighbours: list[str] = []
 
+    @property
+    def coinstall_neighbours(self) -> list[str]:
+        """The neighbours, and the torch the major's torch extensions are built for (`torch==R.*`): a user of
+        either torch, the newest or the one built for, must be able to install every wheel of the major."""
+        built_for = [f"torch=={self.torch.release}.*"] if self.torch else []
+        return [*self.neighbours, *(line for line in built_for if line not in self.neighbours)]
+
 
 class Exclusion(Strict):
     python: VersionText | None = None

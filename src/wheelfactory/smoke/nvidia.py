@@ -10,14 +10,13 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from .. import host
-from ..binaries.wheelfile import WheelName, extras, metadata, unpack
-from ..components import OS, operating_system
+from ..binaries.wheelfile import WheelName, extras, marker_environment, metadata, unpack
+from ..components import OS
 from ..errors import ToolFailure, fetched
 from ..platforms import platform_of
 from ..progress import step
@@ -25,19 +24,6 @@ from ..sources import index_urls, project_files
 from ..toolkit.provision import Toolkit, download_wheels
 from ..untrusted.cache import reusable, seal
 from . import resolutions
-
-
-def marker_environment(name: WheelName) -> dict[str, str]:
-    """The environment markers of the machine a wheel installs on (its OS, machine and Python: the oldest it
-    serves; this one's for a py3-none wheel, which names none)."""
-    python = {"python_version": name.python, "python_full_version": f"{name.python}.0"} if name.abi != "none" else {}
-    return {
-        **{key: str(value) for key, value in default_environment().items()},
-        "sys_platform": operating_system(name.os).sys_platform,
-        "platform_system": operating_system(name.os).platform_system,
-        "platform_machine": name.arch,
-        **python,
-    }
 
 
 def nvidia_requirements(
