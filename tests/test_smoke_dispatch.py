@@ -259,6 +259,9 @@ def test_the_other_requirements_are_resolved_once_an_hour_for_each_python(
     )
     first = download_requirements(wheel, "3.12", tmp_path / "first", [])
     assert first is not None and sorted(p.name for p in first.iterdir()) == ["packaging-24.2-py3-none-any.whl"]
+    # A wheel built against torch: its own requirements, then torch's pins, which may name the same wheel.
+    both = download_requirements(wheel, "3.12", tmp_path / "both", ["packaging==24.2"])
+    assert both is not None and sorted(p.name for p in both.iterdir()) == ["packaging-24.2-py3-none-any.whl"]
     monkeypatch.setattr(installs, "pip_download", _ask)
     again = download_requirements(wheel, "3.12", tmp_path / "again", [])
     assert again is not None

@@ -130,7 +130,8 @@ def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list
                 found = tuple(pip_download(listed, [*options, *more], resolutions.wheel_folder(), what))
                 resolutions.remember(asked, found)
         for downloaded in found:
-            host.link_or_copy(downloaded, into / downloaded.name)
+            if not (into / downloaded.name).exists():  # a wheel both lists resolved to is the same cached file
+                host.link_or_copy(downloaded, into / downloaded.name)
     return into
 
 
