@@ -78,7 +78,7 @@ def _dist(tmp_path: Path, *wheels: Path) -> Path:
     return dist
 
 
-# Among CI's slowest (2026-11-26: 28 s, and 141 s of setup: built12 and built13 are made here, conftest.py): pip's
+# Among CI's slowest (2026-11-26: 42 s, and 124 s of setup: built12 and built13 are made here, conftest.py): pip's
 # resolver against the public index for every pair of wheel and neighbour (torch, CuPy, JAX), metadata only.
 @pytest.mark.slow
 def test_cuprobe_resolves_beside_its_default_neighbours(
@@ -99,7 +99,7 @@ def test_cuprobe_resolves_beside_its_default_neighbours(
         assert neighbour["nvidia"]["nvidia-cuda-runtime"].startswith("13.")
 
 
-# Among CI's slowest (2026-11-26: 26 s): pip's resolver against the public index, which backtracks through
+# Among CI's slowest (2026-11-26: 32 s): pip's resolver against the public index, which backtracks through
 # torch's releases before it gives up.
 @pytest.mark.slow
 def test_a_conflicting_floor_fails_naming_both_requirements(
