@@ -29,10 +29,7 @@ def real_file(path: Path) -> None:
     """Turn a link into a real file (a hard link where possible): nvcc reads the nvcc.profile beside its own path."""
     source = path.resolve()
     path.unlink()
-    try:
-        os.link(source, path)
-    except OSError:
-        shutil.copy2(source, path)
+    host.link_or_copy(source, path)
 
 
 # cublas64_12.dll -> cublas, nvrtc64_120_0.dll -> nvrtc, nvJitLink_130_0.dll -> nvJitLink, cudart64_110.dll -> cudart
