@@ -35,6 +35,7 @@ from packaging.version import Version
 
 from .binaries.fatbin import DeviceCode
 from .binaries.pythonabi import python_abi_problems
+from .binaries.torchabi import stable_abi_problems
 from .binaries.wheelcheck import check_wheel
 from .binaries.wheelfile import Binary, members, requires_dist, unvendored
 from .built import BuiltWheel
@@ -367,6 +368,8 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     ]
     problems += platform.loader_problems(built.path, variant)
     problems += python_abi_problems(built.path, name, built.binaries.values())
+    if variant.torch_target:
+        problems += stable_abi_problems(built.path, variant.torch_target, built.binaries.values())
     modules = {b.module for b in binaries if b.module}
     libraries = {_binary_name(b) for b in binaries if not b.module}
     problems += declared_problems(variant, modules, name.os, name.arch, libraries)

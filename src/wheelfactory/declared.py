@@ -90,10 +90,26 @@ def _swapped(
     return kept, used, dropped_nvidia
 
 
-def torch_requirement(variant: Variant) -> str | None:
-    """What the build installs and the wheel requires of torch, for a build against it: the matrix's release,
-    any patch of it (cpp_extension ties the wheel to that release's C++ ABI)."""
+def torch_build_requirement(variant: Variant) -> str | None:
+    """What the build installs of torch, for a build against it: the matrix's release, any patch of it."""
     return f"torch=={variant.torch.release}.*" if variant.torch else None
+
+
+def torch_requirement(variant: Variant) -> str | None:
+    """What the wheel requires of torch, for a build against it: the release it was built with (cpp_extension ties
+    the wheel to that release's C++ ABI), or for a stable-ABI build every torch from the one it targets on."""
+    target = variant.torch_target
+    return f"torch>={target}" if target else torch_build_requirement(variant)
+
+
+def torch_neighbours(variant: Variant) -> list[str]:
+    """The torch installs a wheel built against torch is smoke-tested beside: the release it requires, or for a
+    stable-ABI build the oldest it targets and the newest its requirement lets pip take."""
+    required = torch_requirement(variant)
+    if required is None:
+        return []
+    target = variant.torch_target
+    return [f"torch=={target}.*", required] if target else [required]
 
 
 def _recipe_entries(variant: Variant) -> list[tuple[set[str], str | None]]:

@@ -79,6 +79,12 @@ class Variant:
         return self.cuda.torch if self.recipe.torch else None
 
     @property
+    def torch_target(self) -> str | None:
+        """For a build on LibTorch's stable ABI, the oldest torch it runs on (every newer one too); None for others."""
+        stable = self.torch is not None and self.recipe.torch_abi == "stable"
+        return self.recipe.torch_target if stable else None
+
+    @property
     def dist_name(self) -> str:
         return f"{self.recipe.name}-cuda{self.major}x"
 

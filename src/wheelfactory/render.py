@@ -38,6 +38,7 @@ from .declared import (
     dependencies,
     extras,
     nvidia_dependencies,
+    torch_build_requirement,
     torch_requirement,
     variant_extras,
     variant_module_name,
@@ -85,7 +86,7 @@ def build_requirements(variant: Variant, requires: list[str]) -> list[str]:
     """A [build-system] requires list made the variant's: for a build against torch, its torch line the matrix's
     release whatever the source says (`torch>=1.7` would take the newest, built for another CUDA), and ninja, which
     cpp_extension needs to compile in parallel."""
-    pinned = torch_requirement(variant)
+    pinned = torch_build_requirement(variant)
     if pinned is None:
         return requires
     kept = [line for line in requires if _requirement_name(line) != "torch"]
@@ -132,8 +133,9 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
     )
     if variant.torch:
         pinned = torch_requirement(variant)
+        stable = " for LibTorch's stable ABI only," if variant.torch_target else ""
         note += (
-            f" It is compiled against torch {variant.torch.release} (CUDA {variant.torch.cuda}) and requires "
+            f" It is compiled against torch {variant.torch.release} (CUDA {variant.torch.cuda}){stable} and requires "
             f"{code.format(pinned)}."
         )
     optional = sorted(extras(variant))
@@ -206,6 +208,7 @@ def template_context(
         "major": variant.major,
         "toolkit": variant.cuda.toolkit,
         "torch": variant.torch.release if variant.torch else None,
+        "torch_oldest": variant.torch_target,
         "requires_python": str(variant.requires_python),
         "dependencies": dependencies(variant),
         # A source without a [project] table gives its extras through setup(): the variant states them (its static

@@ -137,7 +137,8 @@ def toolkit_json(built: BuiltWheel) -> dict[str, object]:
 
 
 def torch_json(built: BuiltWheel) -> dict[str, object] | None:
-    """The torch a wheel built with torch.utils.cpp_extension was compiled against and requires; None for others."""
+    """The torch a wheel built with torch.utils.cpp_extension was compiled against and requires (and for one on
+    LibTorch's stable ABI, the oldest it targets); None for others."""
     torch = built.variant.torch
     if torch is None:
         return None
@@ -146,6 +147,8 @@ def torch_json(built: BuiltWheel) -> dict[str, object] | None:
         "cuda": torch.cuda,
         "index": torch.index,
         "requires": torch_requirement(built.variant),
+        "abi": built.variant.recipe.torch_abi,
+        "target": built.variant.torch_target,
     }
 
 

@@ -34,6 +34,9 @@ CUDA_MAJOR = 11
 CUDA_TOOLKIT = '11.8'
 # The torch release the build compiled against (its C++ ABI), None for a package not built with torch.
 TORCH = None
+# For a build on LibTorch's stable ABI: the oldest torch it runs on (every newer one too); None where it runs on TORCH
+# alone.
+TORCH_OLDEST = None
 
 # component: distribution, the components its libraries load at run time (needs), per OS the folder in
 # site-packages, the library files (the component's own first; fnmatch patterns where NVIDIA bakes a minor version
@@ -300,21 +303,35 @@ def report() -> list[tuple[str, str, str | None, str]]:
     return rows
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """(2, 11) of "2.11.0+cu130"; () where it starts with no number."""
+    numbers = []
+    for part in version.split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
 def torch_mismatch() -> str | None:
-    """Why the installed torch is not the release this package was compiled against, None where it is (or the
-    package is not built with torch): its extensions would fail to load on C++ symbols, or misbehave."""
+    """Why the installed torch is not one this package runs on, None where it is (or the package is not built with
+    torch): the release it was compiled against (its extensions would fail to load on C++ symbols, or misbehave),
+    or for a build on the stable ABI, that release's oldest target or a newer one."""
     if TORCH is None:
         return None
     from importlib.metadata import PackageNotFoundError, version
 
-    fix = f"pip install 'torch=={TORCH}.*'"
+    wanted = f"torch {TORCH_OLDEST} or newer" if TORCH_OLDEST else f"torch {TORCH}"
+    fix = f"pip install 'torch>={TORCH_OLDEST}'" if TORCH_OLDEST else f"pip install 'torch=={TORCH}.*'"
+    built = f"{DIST_NAME} runs on {wanted}" if TORCH_OLDEST else f"{DIST_NAME} was built against {wanted}"
     try:
         found = version("torch")
     except PackageNotFoundError:
-        return f"torch is not installed: {DIST_NAME} was built against torch {TORCH} — {fix}"
-    if found.split("+")[0].split(".")[:2] != TORCH.split("."):
-        return f"torch {found} is installed, but {DIST_NAME} was built against torch {TORCH} — {fix}"
-    return None
+        return f"torch is not installed: {built} — {fix}"
+    release = _release(found)
+    runs = release >= _release(TORCH_OLDEST) if TORCH_OLDEST else release == _release(TORCH)
+    return None if runs else f"torch {found} is installed, but {built} — {fix}"
 
 
 # Per OS: the driver's library, and NVML's.
@@ -638,6 +655,7 @@ if __name__ == "__main__":
     # `python -m pkg._cuda_variant` runs a second copy of this module: the package's own copy did the loading.
     _loader = _sys.modules.get(__spec__.name if __spec__ else "", _sys.modules[__name__])
     _against = f", torch {TORCH}" if TORCH else ""
+    _against += f", stable ABI: torch {TORCH_OLDEST} or newer" if TORCH_OLDEST else ""
     print(f"{DIST_NAME}: built for CUDA {CUDA_MAJOR}.x (toolkit {CUDA_TOOLKIT}{_against}); package in {_own_site()}")
     for _component, _library, _path, _why in _loader.report():
         print(f"  {_component:<10} {_library:<22} {_path or '(not found)'}")

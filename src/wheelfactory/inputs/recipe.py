@@ -8,16 +8,17 @@ import fnmatch
 import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 from pydantic_core import PydanticCustomError
 
 from ..binaries.wheelfile import WheelAbi
-from .validation import Strict
+from .validation import Strict, VersionText
 
 T = TypeVar("T")
+TorchAbi = Literal["release", "stable"]
 DRIVER = "driver"  # the pseudo-component a module policy names to be allowed to link the driver eagerly
 
 
@@ -150,6 +151,12 @@ class Recipe(Strict):
     # matrix.yaml record names, the wheel requires that release, and the toolkit is the one that torch was built
     # with.
     torch: bool = False
+    # How the wheel is tied to torch. release: cpp_extension's C++ API, one torch release (above). stable: LibTorch's
+    # stable ABI only (torch/csrc/stable, STABLE_TORCH_LIBRARY), compiled with TORCH_TARGET_VERSION set to
+    # torch_target: the wheel runs on every torch from that release on and requires torch>=torch_target; the
+    # audit (torch-abi-audit) refuses a module that reaches past the stable surface or needs a newer torch.
+    torch_abi: TorchAbi = "release"
+    torch_target: VersionText | None = None  # stable: the oldest torch it runs on, e.g. "2.11"
     components: list[str]
     optional: list[str] = []
     # Distribution -> the libraries of it that the binaries link (e.g. torch: {dir: torch/lib, libraries:

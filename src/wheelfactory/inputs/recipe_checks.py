@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..components import OS, component_table, install_layouts, operating_system, platforms, toolkit_table
 from ..errors import InputError, Problem
+from ..pytorch.stable_abi import STABLE_ABI_SINCE
 from ..untrusted.shown import shown
 from .matrix import Matrix
 from .recipe import DRIVER, GitSource, PathSource, Recipe, SdistSource, UrlSource
@@ -113,6 +114,10 @@ def check_recipe(
         ({"dependencies", "build_requires", "build_backend"}, lambda: _check_requirements(recipe, src)),
         ({"cuda"}, lambda: _check_majors(recipe, src, majors)),
         ({"cuda", "torch"}, lambda: _check_torch(recipe, src, {m: majors[m] for m in wanted})),
+        (
+            {"cuda", "torch", "torch_abi", "torch_target"},
+            lambda: _check_torch_abi(recipe, src, {m: majors[m] for m in wanted}),
+        ),
         ({"provided_libraries"}, lambda: _check_provided_libraries(recipe, src)),
         ({"platforms"}, lambda: _check_platforms(recipe, src)),
         ({"cuda", "platforms", "torch"}, lambda: _check_cells(recipe, src, matrix, majors)),
@@ -179,6 +184,33 @@ def _check_torch(recipe: Recipe, src: SourceMap, built: dict[int, Any]) -> list[
         f"record{limit}"
     )
     return [src.problem(("torch",), message)]
+
+
+def _check_torch_abi(recipe: Recipe, src: SourceMap, built: dict[int, Any]) -> list[Problem]:
+    """A stable-ABI build is a build against torch that names the oldest torch it runs on: one the stable ABI
+    exists in (STABLE_ABI_SINCE), and no newer than the torch each major's build compiles against (whose headers
+    must know the target)."""
+    if recipe.torch_abi == "release":
+        if recipe.torch_target is None:
+            return []
+        message = "only a stable-ABI build runs on a torch other than the one it is built with — say torch_abi: stable"
+        return [src.problem(("torch_target",), f"{message}, or remove torch_target")]
+    if not recipe.torch:
+        return [src.problem(("torch_abi",), "torch_abi: stable is for a build against torch — add torch: true")]
+    if recipe.torch_target is None:
+        return [src.problem(("torch_abi",), 'name the oldest torch it runs on — add torch_target: e.g. "2.11"')]
+    target = Version(recipe.torch_target)
+    if target < Version(STABLE_ABI_SINCE):
+        message = f"torch {recipe.torch_target} has no stable ABI (it came in {STABLE_ABI_SINCE}) — target a later one"
+        return [src.problem(("torch_target",), message)]
+    newer = [f"CUDA {m}'s {e.torch.release}" for m, e in built.items() if e.torch and Version(e.torch.release) < target]
+    if newer:
+        message = (
+            f"torch {recipe.torch_target} is newer than the torch the build compiles against ({', '.join(newer)}) — "
+            "target that release or an older one, or raise it in matrix.yaml"
+        )
+        return [src.problem(("torch_target",), message)]
+    return []
 
 
 def _check_provided_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:

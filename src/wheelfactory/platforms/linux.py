@@ -23,6 +23,7 @@ from ..toolkit.buildenv import (
     STATS_SCRIPT,
     architectures,
     cibuildwheel_value,
+    defines,
     nvcc_flags,
     torch_index,
     with_extra_sources,
@@ -62,6 +63,8 @@ def environment(
         "CXX": f"{CACHED_COMPILER_DIR}/c++",
         # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
         "LDFLAGS": "-Wl,--as-needed",
+        # The build's macros for C and C++ compiles: setuptools reads CPPFLAGS, CMake CXXFLAGS (nvcc has them above).
+        **{name: " ".join([f"${name}", *macros]) for name in ("CPPFLAGS", "CXXFLAGS") if (macros := defines(variant))},
         **torch_index(variant),
         # Last, so that they may build on the factory's ("$LDFLAGS -Wl,...", "$NVCC_GENCODE").
         **with_extra_sources(variant, CONTAINER_SOURCES),

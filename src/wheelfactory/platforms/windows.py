@@ -11,7 +11,14 @@ from ..components import OS, Layout, Platform, toolkit_table
 from ..declared import VARIANT_MODULE, excluded_libraries
 from ..plan import Variant
 from ..toolkit import msvc
-from ..toolkit.buildenv import EXTRA_SOURCES_DIR, architectures, nvcc_flags, torch_index, with_extra_sources
+from ..toolkit.buildenv import (
+    EXTRA_SOURCES_DIR,
+    architectures,
+    defines,
+    nvcc_flags,
+    torch_index,
+    with_extra_sources,
+)
 from ..toolkit.prefix import driver_api, import_libraries, import_library
 from .base import BuildPlatform, SmokeMachine
 
@@ -73,6 +80,8 @@ class Windows(BuildPlatform):
             "CUDACXX": "$CUDA_HOME/bin/nvcc.exe",
             "PATH": "$CUDA_HOME/bin;$PATH",
             **({"NVCC_PREPEND_FLAGS": flags} if flags else {}),
+            # cl.exe reads its extra options from CL, whichever build system runs it.
+            **({"CL": " ".join(["$CL", *macros])} if (macros := defines(variant)) else {}),
             **architectures(variant, platform),
             **torch_index(variant),
             **with_extra_sources(variant, None),

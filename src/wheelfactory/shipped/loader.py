@@ -3,7 +3,7 @@ them (Linux) or adds their folders to the DLL search path (Windows), and reports
 
 from __future__ import annotations
 
-from .variant_data import COMPONENTS, DIST_NAME, NEEDED, NO_WHEEL, OPTIONAL, TORCH, Spec
+from .variant_data import COMPONENTS, DIST_NAME, NEEDED, NO_WHEEL, OPTIONAL, TORCH, TORCH_OLDEST, Spec
 
 
 # CODE_STARTS: every variant module holds what follows, as it stands.
@@ -226,18 +226,32 @@ def report() -> list[tuple[str, str, str | None, str]]:
     return rows
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """(2, 11) of "2.11.0+cu130"; () where it starts with no number."""
+    numbers = []
+    for part in version.split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
 def torch_mismatch() -> str | None:
-    """Why the installed torch is not the release this package was compiled against, None where it is (or the
-    package is not built with torch): its extensions would fail to load on C++ symbols, or misbehave."""
+    """Why the installed torch is not one this package runs on, None where it is (or the package is not built with
+    torch): the release it was compiled against (its extensions would fail to load on C++ symbols, or misbehave),
+    or for a build on the stable ABI, that release's oldest target or a newer one."""
     if TORCH is None:
         return None
     from importlib.metadata import PackageNotFoundError, version
 
-    fix = f"pip install 'torch=={TORCH}.*'"
+    wanted = f"torch {TORCH_OLDEST} or newer" if TORCH_OLDEST else f"torch {TORCH}"
+    fix = f"pip install 'torch>={TORCH_OLDEST}'" if TORCH_OLDEST else f"pip install 'torch=={TORCH}.*'"
+    built = f"{DIST_NAME} runs on {wanted}" if TORCH_OLDEST else f"{DIST_NAME} was built against {wanted}"
     try:
         found = version("torch")
     except PackageNotFoundError:
-        return f"torch is not installed: {DIST_NAME} was built against torch {TORCH} — {fix}"
-    if found.split("+")[0].split(".")[:2] != TORCH.split("."):
-        return f"torch {found} is installed, but {DIST_NAME} was built against torch {TORCH} — {fix}"
-    return None
+        return f"torch is not installed: {built} — {fix}"
+    release = _release(found)
+    runs = release >= _release(TORCH_OLDEST) if TORCH_OLDEST else release == _release(TORCH)
+    return None if runs else f"torch {found} is installed, but {built} — {fix}"

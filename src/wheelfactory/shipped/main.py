@@ -6,7 +6,7 @@ from __future__ import annotations
 from .diagnostic import _point_at_diagnostic
 from .duplicates import _warn_of_others
 from .loader import _find_cuda, _own_site
-from .variant_data import CUDA_MAJOR, CUDA_TOOLKIT, DIST_NAME, TORCH
+from .variant_data import CUDA_MAJOR, CUDA_TOOLKIT, DIST_NAME, TORCH, TORCH_OLDEST
 
 # CODE_STARTS: every variant module holds what follows, as it stands.
 _find_cuda()
@@ -20,6 +20,7 @@ if __name__ == "__main__":
     # `python -m pkg._cuda_variant` runs a second copy of this module: the package's own copy did the loading.
     _loader = _sys.modules.get(__spec__.name if __spec__ else "", _sys.modules[__name__])
     _against = f", torch {TORCH}" if TORCH else ""
+    _against += f", stable ABI: torch {TORCH_OLDEST} or newer" if TORCH_OLDEST else ""
     print(f"{DIST_NAME}: built for CUDA {CUDA_MAJOR}.x (toolkit {CUDA_TOOLKIT}{_against}); package in {_own_site()}")
     for _component, _library, _path, _why in _loader.report():
         print(f"  {_component:<10} {_library:<22} {_path or '(not found)'}")

@@ -14,6 +14,7 @@ DIST_NAME: str = "example-cuda12x"
 CUDA_MAJOR: int = 12
 CUDA_TOOLKIT: str = "12.9"
 TORCH: str | None = None
+TORCH_OLDEST: str | None = None
 COMPONENTS: dict[str, Spec] = {
     "cudart": {
         "distribution": "nvidia-cuda-runtime-cu12",

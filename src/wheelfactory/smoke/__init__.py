@@ -28,7 +28,8 @@ A wheel built against torch (pytorch/install.py) has no tier 1: PyPI's torch doe
 libraries. Its layouts hold NVIDIA's wheels at the versions torch pins (with the wheel's own other NVIDIA
 requirements at their floors or the newest), torch and its other requirements come from the requirements folder as
 pip resolved them, and its two-variants check runs with the first layout's venv. torch's own warnings do not fail
-a check.
+a check. A wheel on LibTorch's stable ABI gets tiers 1 and 2 twice: beside the oldest torch it targets and beside
+the newest its requirement lets pip take, each with the NVIDIA wheels that torch pins.
 
 Each tier's checks run in one call into the machine (probe.py, run there as a script), each check in a fresh
 interpreter. A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and
@@ -47,6 +48,7 @@ from typing import Any
 
 from ..built import BuiltWheel
 from ..components import operating_system
+from ..declared import torch_neighbours
 from ..errors import UserError
 from ..platforms import platform_of
 from ..pytorch.install import TorchInstall
@@ -79,17 +81,7 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
             "cannot"
         )
     pythons = built.smoke_pythons
-    torch = torch_installs(built, pythons)
-    pinned = next(iter(torch.values())).nvidia if torch else None
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {}
-    for versions in ("floors", "newest"):
-        with steps.timed(f"NVIDIA's wheels at the {versions}"):
-            nvidia[versions] = nvidia_wheels(wheel, versions, pinned)
-    # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
     image = built.image if machine_kind == "container" else None  # the clean machine: a container of it, or this host
-    with steps.timed("lay out the runtime sites"):
-        runtimes = {v: runtime_site(built.toolkit, wheels) for v, wheels in nvidia.items()} if image else {}
-    decoys = nvrtc_decoys(built.variant) if image else ()
     # Each Python's machine beside the others' (a py3-none wheel's two take little more than one): the pool is
     # large enough that every install a tier waits for has a thread of its own.
     with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8 * len(pythons)) as pool:
@@ -97,29 +89,76 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
         (Path(scratch) / "neighbour").mkdir()
         with steps.timed("a stand-in of another variant"):
             neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
-        clean = _Clean(image, wheel, runtimes, nvidia, neighbour, decoys, steps, Path(scratch))
-        with ThreadPoolExecutor(len(pythons)) as each_python:
-            on_pythons = [each_python.submit(_on_python, built, python, clean, torch, pool) for python in pythons]
-            results = [result for on_python in on_pythons for result in on_python.result()]
+        # A wheel built against torch beside each torch it must run with (a stable-ABI one: the oldest and the
+        # newest), one after the other: each brings NVIDIA's wheels of its own.
+        torches: list[str | None] = list(torch_neighbours(built.variant)) or [None]
+        results = []
+        for i, line in enumerate(torches):
+            (Path(scratch) / str(i)).mkdir()
+            clean = _Clean(image, wheel, neighbour, steps, Path(scratch) / str(i))
+            results += _beside_torch(built, line, pythons, clean, pool, labelled=len(torches) > 1)
         return [*results, metadata_tier.result()]
+
+
+def _beside_torch(
+    built: BuiltWheel,
+    line: str | None,
+    pythons: tuple[str, ...],
+    clean: _Clean,
+    pool: ThreadPoolExecutor,
+    *,
+    labelled: bool,
+) -> list[TierResult]:
+    """Tiers 1 and 2 on each of `pythons`, beside the torch that requirement `line` installs (None: no torch), its
+    NVIDIA wheels in the layouts; with `labelled`, each result names that torch."""
+    steps = clean.steps
+    torch = torch_installs(built, line, pythons)
+    pinned = next(iter(torch.values())).nvidia if torch else None
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {}
+    for versions in ("floors", "newest"):
+        with steps.timed(f"NVIDIA's wheels at the {versions}"):
+            nvidia[versions] = nvidia_wheels(clean.wheel, versions, pinned)
+    # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
+    with steps.timed("lay out the runtime sites"):
+        runtimes = {v: runtime_site(built.toolkit, w) for v, w in nvidia.items()} if clean.image else {}
+    decoys = nvrtc_decoys(built.variant) if clean.image else ()
+    machines = _Machines(runtimes, nvidia, decoys)
+    with ThreadPoolExecutor(len(pythons)) as each_python:
+        on_pythons = [each_python.submit(_on_python, built, python, clean, machines, torch, pool) for python in pythons]
+        results = [result for on_python in on_pythons for result in on_python.result()]
+    if labelled and torch:
+        for result in results:
+            result.torch = next(iter(torch.values())).others["torch"]
+    return results
 
 
 @dataclass(frozen=True)
 class _Clean:
-    """What each Python's clean machine is made of."""
+    """What each Python's clean machine is made of, whatever torch it holds."""
 
     image: str | None  # a container of it, or this host
     wheel: Path
-    runtimes: dict[NvidiaVersions, Path]
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]]
     neighbour: Path
-    decoys: tuple[str, ...]
     steps: Steps
     scratch: Path
 
 
+@dataclass(frozen=True)
+class _Machines:
+    """What the clean machines beside one torch (or none) hold of NVIDIA's wheels."""
+
+    runtimes: dict[NvidiaVersions, Path]  # laid out for a container's layouts to mount
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]]  # the wheels themselves, for a host's pip to install
+    decoys: tuple[str, ...]
+
+
 def _on_python(
-    built: BuiltWheel, python: str, clean: _Clean, torch: dict[str, TorchInstall], pool: ThreadPoolExecutor
+    built: BuiltWheel,
+    python: str,
+    clean: _Clean,
+    machines: _Machines,
+    torch: dict[str, TorchInstall],
+    pool: ThreadPoolExecutor,
 ) -> list[TierResult]:
     """Tiers 1 and 2 on one CPython's clean machine, its requirements downloaded for it first."""
     (clean.scratch / f"requirements-{python}").mkdir()
@@ -129,10 +168,10 @@ def _on_python(
     machine: Machine
     if clean.image is not None:
         machine = ContainerMachine(
-            clean.image, clean.wheel, clean.runtimes, python, found, clean.neighbour, clean.steps, clean.decoys
+            clean.image, clean.wheel, machines.runtimes, python, found, clean.neighbour, clean.steps, machines.decoys
         )
     else:
-        machine = HostMachine(clean.wheel, clean.nvidia, python, found, clean.neighbour, clean.steps)
+        machine = HostMachine(clean.wheel, machines.nvidia, python, found, clean.neighbour, clean.steps)
     machine.torch_pins = torch_pins
     on_python = _smoke_on(built, machine, pool)
     if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on

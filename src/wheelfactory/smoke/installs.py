@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from .. import host
 from ..binaries.wheelfile import (
@@ -19,7 +20,7 @@ from ..binaries.wheelfile import (
     unpack,
 )
 from ..built import BuiltWheel
-from ..declared import torch_requirement
+from ..components import component_table
 from ..errors import ToolFailure
 from ..progress import step
 from ..pytorch.install import TorchInstall, torch_install
@@ -152,10 +153,10 @@ def requirements_met(wheel: Path, runtime: Path, versions: NvidiaVersions) -> Ch
     return Check(f"the NVIDIA requirements are met at the {versions}", not unmet, detail)
 
 
-def torch_installs(built: BuiltWheel, pythons: tuple[str, ...]) -> dict[str, TorchInstall]:
-    """For a wheel built against torch, what installing its torch brings on each of `pythons` (none for others).
-    The layouts are shared by those Pythons: torch must pin the same NVIDIA wheels on each."""
-    line = torch_requirement(built.variant)
+def torch_installs(built: BuiltWheel, line: str | None, pythons: tuple[str, ...]) -> dict[str, TorchInstall]:
+    """What installing the torch requirement `line` brings on each of `pythons` (none for None: a wheel not built
+    against torch). The layouts are shared by those Pythons: torch must pin the same NVIDIA wheels on each, and they
+    must be the wheel's CUDA major's (a torch built for another CUDA cannot hold the wheel's CUDA libraries)."""
     if line is None:
         return {}
     tags = compatible_platforms(built.name.platform_tag)
@@ -166,4 +167,14 @@ def torch_installs(built: BuiltWheel, pythons: tuple[str, ...]) -> dict[str, Tor
             f"{built.path.name}: {line} pins other NVIDIA wheels on Python {' than on '.join(found)} — smoke-test "
             "those Pythons one at a time (--python)"
         )
+    install, major = next(iter(found.values())), built.variant.major
+    # The CUDA runtime's distribution, by any major's name: its version is the CUDA release torch was built with.
+    runtimes = {str(canonicalize_name(m.distribution)) for m in component_table().components["cudart"].majors.values()}
+    for name, version in install.nvidia.items():
+        if name in runtimes and Version(version).major != major:
+            fix = "raise torch_target to" if built.variant.torch_target else "name in matrix.yaml"
+            raise ToolFailure(
+                f"{built.path.name}: {line} installs torch {install.others['torch']}, built for CUDA "
+                f"{Version(version).major} ({name}=={version}), not CUDA {major} — {fix} a torch built for CUDA {major}"
+            )
     return found

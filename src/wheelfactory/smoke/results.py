@@ -27,6 +27,7 @@ class TierResult:
     seconds: float = 0.0
     unsupported: str | None = None  # tier 2: why the recipe declares the layout unsupported
     python: str | None = None  # the CPython it ran on, for a wheel that serves several (abi3, py3-none)
+    torch: str | None = None  # the torch it ran beside, for a wheel smoke-tested beside several (stable ABI)
 
     @property
     def passed(self) -> bool:
@@ -40,7 +41,8 @@ class TierResult:
     @property
     def label(self) -> str:
         on = f"Python {self.python}" if self.python else None
-        where = ", ".join(part for part in (self.layout, self.versions, on) if part)
+        beside = f"torch {self.torch}" if self.torch else None
+        where = ", ".join(part for part in (self.layout, self.versions, on, beside) if part)
         return f"tier {self.tier}" + (f" ({where})" if where else "")
 
     def as_json(self) -> dict[str, object]:

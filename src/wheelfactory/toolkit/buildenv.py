@@ -21,6 +21,7 @@ import re
 
 from ..inputs import PYPI
 from ..plan import Variant
+from ..pytorch.stable_abi import target_define
 
 # Where the build container's prepare step (data/prepare-build.sh) puts the host compiler nvcc may use, and the
 # default C/C++ compilers run through the compiler cache.
@@ -80,12 +81,20 @@ def architectures(variant: Variant, platform: str) -> dict[str, str]:
     }
 
 
+def defines(variant: Variant) -> list[str]:
+    """The macros every compile of the build is given (C, C++ and CUDA): for a build on LibTorch's stable ABI, the
+    torch release it targets (TORCH_TARGET_VERSION), with which torch's headers refuse what is newer or unstable."""
+    target = variant.torch_target
+    return [target_define(target)] if target else []
+
+
 def nvcc_flags(variant: Variant) -> list[str]:
     """What every nvcc run of the build is given besides its host compiler (NVCC_PREPEND_FLAGS, which a package's
-    own flags come after): compressed device code unless the recipe opts out, and a host compiler newer than
-    the release accepts where the recipe allows it."""
+    own flags come after): compressed device code unless the recipe opts out, a host compiler newer than the
+    release accepts where the recipe allows it, and the build's macros."""
     flags = ["-Xfatbin=-compress-all"] if variant.recipe.compress_device_code else []
-    return flags + (["-allow-unsupported-compiler"] if variant.recipe.allow_unsupported_compiler else [])
+    flags += ["-allow-unsupported-compiler"] if variant.recipe.allow_unsupported_compiler else []
+    return flags + defines(variant)
 
 
 def with_extra_sources(variant: Variant, sources: str | None) -> dict[str, str]:
