@@ -113,8 +113,20 @@ def diagnostic(package: str, python: str) -> dict[str, object]:
     status = "pass" if run.returncode == 0 else "fail"
     detail = (run.stdout + run.stderr).strip()[-3000:]
     name = f"python -m {package}._cuda_variant"
+    torch = installed_torch(python)
+    if torch:
+        detail += f"\ntorch installed: {torch}"
     print(f"{status.upper():<4}  {name}" + "".join(f"\n      {line}" for line in detail.splitlines()), flush=True)
-    return {"check": name, "status": status, "detail": detail, "seconds": round(time.monotonic() - started, 2)}
+    seconds = round(time.monotonic() - started, 2)
+    return {"check": name, "status": status, "detail": detail, "seconds": seconds, "torch": torch}
+
+
+def installed_torch(python: str) -> str | None:
+    """The version of the torch `python` has installed (None: none): which torch a torch extension's checks ran
+    beside."""
+    code = "import importlib.metadata as m; print(m.version('torch'))"
+    run = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    return (run.stdout.strip()[:100] or None) if run.returncode == 0 else None
 
 
 # METADATA and the module list are all this reads of a wheel: a larger METADATA is no wheel the factory made.

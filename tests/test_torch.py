@@ -210,7 +210,7 @@ def test_the_torch_index_page_serves_the_wheel_to_pip(torch_project: Path, tmp_p
     # Not indexed: a wheel of a variant built without torch, and a file that is no wheel's name.
     (dist / "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"not read")
     (dist / "not-a-wheel.whl").write_bytes(b"")
-    assert write_torch_indexes(dist, plan.torch_of) == ["torch2.14-cu130"]
+    assert write_torch_indexes(dist, plan.locked_torch_of) == ["torch2.14-cu130"]
     index = dist / INDEX_DIR / "torch2.14-cu130"
     assert sorted(p.name for p in index.iterdir()) == ["index.html", "torchlike-cuda13x"]
     page = (index / "torchlike-cuda13x" / "index.html").read_text()
@@ -225,14 +225,14 @@ def test_the_torch_index_page_serves_the_wheel_to_pip(torch_project: Path, tmp_p
     assert [p.name for p in fetched.iterdir()] == [wheel.name]
     # Once no wheel qualifies, the pages go.
     (dist / wheel.name).unlink()
-    assert write_torch_indexes(dist, plan.torch_of) == [] and not (dist / INDEX_DIR).exists()
+    assert write_torch_indexes(dist, plan.locked_torch_of) == [] and not (dist / INDEX_DIR).exists()
 
 
 def test_a_wheel_that_does_not_require_its_variants_torch_gets_no_page(torch_project: Path, tmp_path: Path) -> None:
     plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX)
     wheel = _wheel(_variant(torch_project), tmp_path, requires_torch=False)
     with pytest.raises(UserError, match=r"does not require torch==2\.14\.\*, the torch its variant is built against"):
-        write_torch_indexes(wheel.parent, plan.torch_of)
+        write_torch_indexes(wheel.parent, plan.locked_torch_of)
     assert not (wheel.parent / INDEX_DIR).exists()
 
 

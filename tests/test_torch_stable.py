@@ -19,10 +19,12 @@ import pytest
 
 from wheelfactory.binaries.torchabi import stable_abi_problems
 from wheelfactory.binaries.wheelfile import pack, read_binaries
-from wheelfactory.errors import InputError
-from wheelfactory.plan import Variant, make_plan
+from wheelfactory.built import BuiltWheel
+from wheelfactory.errors import InputError, ToolFailure
+from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.platforms import linux, windows
 from wheelfactory.render import render_plan
+from wheelfactory.smoke.installs import torch_installs
 
 from .conftest import OFFLINE_MATRIX, REPO, SOURCES, copy_inputs
 
@@ -175,3 +177,14 @@ def test_torch_abi_audit_passes_the_stable_shim_and_names_what_leaves_it_or_need
     ]
     # Targeting the torch that brought the newer function, only the module outside the stable ABI is refused.
     assert [p.split(":")[0] for p in stable_abi_problems(wheel, "2.13", binaries)] == ["stableop/_unstable.abi3.so"]
+
+
+def test_a_torch_built_for_another_cuda_major_is_refused_by_name(stable_project: Path, tmp_path: Path) -> None:
+    # pip resolves for real (metadata only): PyPI's torch 2.10 is built for CUDA 12.8 (2.11 on for CUDA 13).
+    wheel = _stable_wheel(tmp_path, {"_C": STABLE})
+    built = BuiltWheel(_variant(stable_project), Cell("3.10", "linux-x86_64"), wheel, "image", None, None)  # type: ignore[arg-type]
+    with pytest.raises(ToolFailure) as raised:
+        torch_installs(built, "torch==2.10.*", ("3.12",))
+    said = str(raised.value)
+    assert "torch==2.10.* installs torch 2.10." in said and ", built for CUDA 12 (nvidia-cuda-runtime-cu12==12." in said
+    assert said.endswith("not CUDA 13 — raise torch_target to a torch built for CUDA 13")

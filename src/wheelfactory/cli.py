@@ -176,7 +176,7 @@ def cmd_torch_index(args: argparse.Namespace) -> int:
 
     if not args.folder.is_dir():
         raise UserError(f"{shown(str(args.folder))}: no such folder — give the one holding the wheels (dist/)")
-    written = write_torch_indexes(args.folder, make_plan(_root(args), _matrix(args)).torch_of)
+    written = write_torch_indexes(args.folder, make_plan(_root(args), _matrix(args)).locked_torch_of)
     if written:
         console.print(f"index pages of the wheels built against torch: {describe(args.folder, written)}", markup=False)
     else:

@@ -127,7 +127,7 @@ def build(request: BuildRequest) -> list[WheelRecord]:
         records += _build_variant(rendered[variant.dist_name], cells, image, request, dist)
     write_report(records, dist)
     summary(records)
-    indexes = write_torch_indexes(dist, plan.torch_of)
+    indexes = write_torch_indexes(dist, plan.locked_torch_of)
     if indexes:
         console.print(f"index pages of the wheels built against torch: {describe(dist, indexes)}", markup=False)
     return records

@@ -307,10 +307,11 @@ class Plan:
     matrix: Loaded[Matrix]
     variants: tuple[Variant, ...]
 
-    def torch_of(self, distribution: str) -> TorchRelease | None:
-        """The torch the variant of a distribution (`torchsort-cuda13x`) is built against; None for none."""
+    def locked_torch_of(self, distribution: str) -> TorchRelease | None:
+        """The one torch release the variant of a distribution (`torchsort-cuda13x`) runs with, the one it is built
+        against; None for one built without torch, or on LibTorch's stable ABI (it runs on every later torch too)."""
         wanted = canonicalize_name(distribution)
-        found = (v.torch for v in self.variants if canonicalize_name(v.dist_name) == wanted)
+        found = (v.torch for v in self.variants if canonicalize_name(v.dist_name) == wanted and not v.torch_target)
         return next(found, None)
 
     def build_jobs(self) -> list[BuildJob]:

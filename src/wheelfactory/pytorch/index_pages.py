@@ -4,7 +4,8 @@ Such a wheel is tied to the torch release it was compiled against, and PyPI hold
 tag, with no local versions (`+cu130torch2.14`). So beside the PyPI upload, each torch release × CUDA release the
 wheels of a folder were built for gets a static PEP 503 index under <folder>/torch-index/torch<release>-cu<XY>/ —
 for GitHub Pages, or any static host that serves the folder whole: its links lead to the wheels, three folders up.
-Users add it with `--extra-index-url`, as they add PyTorch's own.
+Users add it with `--extra-index-url`, as they add PyTorch's own. A wheel on LibTorch's stable ABI runs on every torch
+from its target on: PyPI's one wheel serves them all, and it gets no page.
 
 The pages are written again, whole, from the wheels in the folder (dist/ after a build; the verified wheels of a
 release): which torch a wheel was built against is its variant's (the plan's), and the wheel must require exactly
@@ -31,7 +32,8 @@ from ..untrusted.archives import sha256
 from ..untrusted.shown import shown
 
 INDEX_DIR = "torch-index"
-# The torch a distribution's variant is built against (Plan.torch_of), None for one built without torch.
+# The one torch a distribution's variant runs with (Plan.locked_torch_of), None for one built without torch or on
+# LibTorch's stable ABI: those need no index page per torch.
 TorchOf = Callable[[str], TorchRelease | None]
 
 
@@ -91,8 +93,8 @@ def _file_link(wheel: Path) -> str:
 
 
 def write_torch_indexes(folder: Path, torch_of: TorchOf) -> list[str]:
-    """Write <folder>/torch-index/ again from the wheels in `folder` (`torch_of`: the torch a distribution's variant
-    is built against, None for one not built against torch): the index names written; with none, the folder goes."""
+    """Write <folder>/torch-index/ again from the wheels in `folder` (`torch_of`: the one torch a distribution's
+    variant runs with, None for one that is not tied to one): the index names written; with none, the folder goes."""
     indexes = _indexed(folder, torch_of)
     target = folder / INDEX_DIR
     if not indexes:
