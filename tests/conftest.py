@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import threading
 import zipfile
@@ -23,6 +24,7 @@ import pytest
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.platforms import linux
+from wheelfactory.render import render_plan
 from wheelfactory.report import WheelRecord
 
 # A session fixture every test module may ask for: NVIDIA's cuobjdump from its pip wheel.
@@ -249,3 +251,26 @@ def serve_redist_release(
         assert isinstance(entry, dict)
         entry[platform] = {"relative_path": relative, "sha256": digest, "size": str(len(body))}
     (directory / f"redistrib_{release}.json").write_text(json.dumps(manifest))
+
+
+def torch_mismatch_said(root: Path, recipe: str, installed: str | None, scratch: Path) -> str:
+    """What the variant module rendered for `recipe` (the offline matrix's CUDA 13 variant) says of the torch
+    installed — `installed`, as its metadata (what importlib.metadata reads), or none — through torch_mismatch(),
+    run as the package's copy runs: by path, under its dotted name, in an isolated interpreter."""
+    (rendered,) = render_plan(make_plan(root, root / OFFLINE_MATRIX, [recipe]), root)
+    module = scratch / f"{recipe}_cuda_variant.py"
+    module.write_text(rendered.files["_cuda_variant.py"])
+    site = scratch / "site"
+    site.mkdir()
+    if installed:
+        info = site / f"torch-{installed}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {installed}\n")
+    code = (
+        f"import runpy; print(runpy.run_path({str(module)!r}, run_name='{recipe}._cuda_variant')['torch_mismatch']())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(site)!r}]; {code}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()

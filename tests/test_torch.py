@@ -30,7 +30,7 @@ from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
 from wheelfactory.repair import repair
 
-from .conftest import OFFLINE_MATRIX, REPO, copy_inputs
+from .conftest import OFFLINE_MATRIX, REPO, copy_inputs, torch_mismatch_said
 
 RECIPE = """\
 name: torchlike
@@ -313,23 +313,7 @@ def test_nvcc_drops_the_cache_wrappers_ccbin_keeps_the_factorys_and_names_any_ot
 def test_the_variant_module_names_a_torch_other_than_the_one_it_was_built_against(
     torch_project: Path, tmp_path: Path, installed: str | None, said: str
 ) -> None:
-    (rendered,) = render_plan(make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"]), torch_project)
-    module = tmp_path / "torchlike_cuda_variant.py"
-    module.write_text(rendered.files["_cuda_variant.py"])
-    site = tmp_path / "site"
-    site.mkdir()
-    if installed:  # torch's metadata as pip writes it: what importlib.metadata reads
-        info = site / f"torch-{installed}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {installed}\n")
-    code = (
-        f"import runpy; print(runpy.run_path({str(module)!r}, run_name='torchlike._cuda_variant')['torch_mismatch']())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(site)!r}]; {code}"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert done.stdout.strip() == said
+    assert torch_mismatch_said(torch_project, "torchlike", installed, tmp_path) == said
 
 
 def test_torch_index_command_writes_a_folders_pages_or_says_why_not(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from wheelfactory.platforms import linux, windows
 from wheelfactory.render import render_plan
 from wheelfactory.smoke.installs import torch_installs
 
-from .conftest import OFFLINE_MATRIX, REPO, SOURCES, copy_inputs
+from .conftest import OFFLINE_MATRIX, REPO, SOURCES, copy_inputs, torch_mismatch_said
 
 
 @pytest.fixture
@@ -99,23 +98,7 @@ def test_a_stable_abi_recipe_names_a_target_the_build_can_compile_for(
 def test_the_variant_module_accepts_every_torch_from_the_target_on(
     stable_project: Path, tmp_path: Path, installed: str | None, said: str
 ) -> None:
-    (rendered,) = render_plan(make_plan(stable_project, stable_project / OFFLINE_MATRIX, ["stableop"]), stable_project)
-    module = tmp_path / "stableop_cuda_variant.py"
-    module.write_text(rendered.files["_cuda_variant.py"])
-    site = tmp_path / "site"
-    site.mkdir()
-    if installed:  # torch's metadata as pip writes it: what importlib.metadata reads
-        info = site / f"torch-{installed}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {installed}\n")
-    code = (
-        f"import runpy; print(runpy.run_path({str(module)!r}, run_name='stableop._cuda_variant')['torch_mismatch']())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(site)!r}]; {code}"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert done.stdout.strip() == said
+    assert torch_mismatch_said(stable_project, "stableop", installed, tmp_path) == said
 
 
 # What each test module imports of torch, as a real extension's would: the stable C shim (aoti_torch_*, torch_*, C
