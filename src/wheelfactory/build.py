@@ -48,7 +48,8 @@ _PURE_WHEEL = "Build failed because a pure Python wheel was generated"
 
 
 def compiler_cache_stats(path: Path) -> dict[str, object] | None:
-    """Hits and misses per language from sccache's --show-stats JSON, None when there is none."""
+    """Hits and misses per language from sccache's --show-stats JSON, and the entries it wrote (a miss whose entry
+    was never written misses again next time), None when there is none."""
     try:
         stats = json.loads(path.read_text())["stats"]
     except (OSError, ValueError, KeyError):
@@ -62,6 +63,8 @@ def compiler_cache_stats(path: Path) -> dict[str, object] | None:
             lang: {"hits": hits.get(lang, 0), "misses": misses.get(lang, 0)} for lang in sorted({*hits, *misses})
         },
         "not_cacheable": sum(stats.get("not_cached", {}).values()),
+        "writes": stats.get("cache_writes", 0),
+        "write_errors": stats.get("cache_write_errors", 0),
     }
 
 
