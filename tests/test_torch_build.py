@@ -78,6 +78,10 @@ def test_a_second_build_takes_the_host_code_and_the_sass_from_the_cache(torchsor
     # SASS for each architecture come from the cache the first build filled.
     first, second = (_compiler_cache(built) for built in torchsort_builds)
     assert all(counts["hits"] == 0 for counts in first.values()), first
+    # Every miss of the first build was written to the cache, none failed (what the second build can find).
+    totals = json.loads((torchsort_builds[0].root / "dist/report.json").read_text())["wheels"][0]["toolkit"]
+    assert totals["compiler_cache"]["writes"] == totals["compiler_cache"]["misses"] > 0
+    assert totals["compiler_cache"]["write_errors"] == 0
     archs = len(torchsort_builds[1].variant.cuda_archs("linux-x86_64"))
     assert second["C/C++"] == {"hits": 1, "misses": 0}, second
     assert second["CUBIN"] == {"hits": archs, "misses": 0}, second
