@@ -163,7 +163,9 @@ def test_torch_abi_audit_passes_the_stable_shim_and_names_what_leaves_it_or_need
 
 
 def test_a_torch_built_for_another_cuda_major_is_refused_by_name(stable_project: Path, tmp_path: Path) -> None:
-    # pip resolves for real (metadata only): PyPI's torch 2.10 is built for CUDA 12.8 (2.11 on for CUDA 13).
+    # pip resolves for real (metadata only): PyPI's torch 2.10 is built for CUDA 12.8 (2.11 on for CUDA 13). Among
+    # CI's 15 slowest (23 s, 2026-11-26): the resolution reads torch's and its NVIDIA wheels' metadata from the
+    # index — the refusal rests on what pip really resolves, so it is not stubbed.
     wheel = _stable_wheel(tmp_path, {"_C": STABLE})
     built = BuiltWheel(_variant(stable_project), Cell("3.10", "linux-x86_64"), wheel, "image", None, None)  # type: ignore[arg-type]
     with pytest.raises(ToolFailure) as raised:
