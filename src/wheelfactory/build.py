@@ -47,6 +47,11 @@ _BUILD_HOST_COMPILER = re.compile(
 _PURE_WHEEL = "Build failed because a pure Python wheel was generated"
 
 
+def server_log(stats: Path) -> Path:
+    """Where the compiler cache's server writes its own output: beside the totals the build leaves at `stats`."""
+    return stats.with_suffix(".log")
+
+
 def compiler_cache_stats(path: Path) -> dict[str, object] | None:
     """Hits and misses per language from sccache's --show-stats JSON, and the entries it wrote (a miss whose entry
     was never written misses again next time), None when there is none."""
@@ -196,6 +201,8 @@ def _run_environment(
             "WHEELFACTORY_COMPILER_CACHE": str(caching[0]) if caching else "",
             "WHEELFACTORY_COMPILER_CACHE_DIR": str(host.compiler_cache_dir()),
             "WHEELFACTORY_COMPILER_CACHE_STATS": str(caching[1].resolve()) if caching else "",
+            # The compiler cache's server log, beside its totals.
+            "WHEELFACTORY_COMPILER_CACHE_LOG": str(server_log(caching[1].resolve())) if caching else "",
         }
     )
     added, host_compiler = platform_of(info.os).build_run(variant, info, image, staged)
@@ -259,6 +266,7 @@ def run_cibuildwheel(
     log = logs / f"{variant.dist_name}-{platform_name}.log"
     stats = logs / f"{variant.dist_name}-{platform_name}-compiler-cache.json"
     stats.unlink(missing_ok=True)
+    server_log(stats).unlink(missing_ok=True)
     caching = (compiler_cache, stats) if compiler_cache else None
     env, chosen_here = _run_environment(variant, cells, toolkit, staged, image, caching)
     env.update(extra_env or {})

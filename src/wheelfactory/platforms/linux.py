@@ -59,6 +59,10 @@ def environment(
         # The compiler cache (the host's, empty when the build runs without one): nvcc's wrapper and CC/CXX use it.
         "WHEELFACTORY_SCCACHE": "/host$WHEELFACTORY_COMPILER_CACHE",
         "SCCACHE_DIR": "/host$WHEELFACTORY_COMPILER_CACHE_DIR",
+        # Its server's own output goes to a file of the build's logs. Left on the build's output, the key of nvcc's
+        # whole compile came out different in the next build's container (torchsort, 2026-11-26): its front end and
+        # PTX missed, where with this file every step hit (docs/recipes.md).
+        "SCCACHE_ERROR_LOG": "/host$WHEELFACTORY_COMPILER_CACHE_LOG",
         "CC": f"{CACHED_COMPILER_DIR}/cc",
         "CXX": f"{CACHED_COMPILER_DIR}/c++",
         # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
