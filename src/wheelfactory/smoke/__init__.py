@@ -113,7 +113,8 @@ def _beside_torch(
     NVIDIA wheels in the layouts; with `labelled`, each result names that torch."""
     steps = clean.steps
     torch = torch_installs(built, line, pythons)
-    pinned = next(iter(torch.values())).nvidia if torch else None
+    beside = next(iter(torch.values()), None)  # the same on each Python (torch_installs holds it to that)
+    pinned = beside.nvidia if beside else None
     nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {}
     for versions in ("floors", "newest"):
         with steps.timed(f"NVIDIA's wheels at the {versions}"):
@@ -126,9 +127,9 @@ def _beside_torch(
     with ThreadPoolExecutor(len(pythons)) as each_python:
         on_pythons = [each_python.submit(_on_python, built, python, clean, machines, torch, pool) for python in pythons]
         results = [result for on_python in on_pythons for result in on_python.result()]
-    if labelled and torch:
+    if labelled and beside:
         for result in results:
-            result.torch = next(iter(torch.values())).others["torch"]
+            result.torch = beside.others["torch"]
     return results
 
 
