@@ -253,11 +253,15 @@ def serve_redist_release(
     (directory / f"redistrib_{release}.json").write_text(json.dumps(manifest))
 
 
-def torch_mismatch_said(root: Path, recipe: str, installed: str | None, scratch: Path) -> str:
-    """What the variant module rendered for `recipe` (the offline matrix's CUDA 13 variant) says of the torch
-    installed — `installed`, as its metadata (what importlib.metadata reads), or none — through torch_mismatch(),
-    run as the package's copy runs: by path, under its dotted name, in an isolated interpreter."""
-    (rendered,) = render_plan(make_plan(root, root / OFFLINE_MATRIX, [recipe]), root)
+def torch_mismatch_said(
+    root: Path, recipe: str, installed: str | None, scratch: Path, built_against: str | None = None
+) -> str:
+    """What the variant module rendered for `recipe` (the offline matrix's CUDA 13 variant: the one built against
+    torch `built_against`, for a recipe tied to each torch of the train) says of the torch installed — `installed`,
+    as its metadata (what importlib.metadata reads), or none — through torch_mismatch(), run as the package's copy
+    runs: by path, under its dotted name, in an isolated interpreter."""
+    variants = render_plan(make_plan(root, root / OFFLINE_MATRIX, [recipe]), root)
+    (rendered,) = [r for r in variants if built_against is None or r.variant.torch.release == built_against]  # type: ignore[union-attr]
     module = scratch / f"{recipe}_cuda_variant.py"
     module.write_text(rendered.files["_cuda_variant.py"])
     site = scratch / "site"

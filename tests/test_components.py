@@ -195,11 +195,13 @@ def test_cuda_12_defaults_reach_blackwell_where_nvcc_does() -> None:
 def test_cuda_13_on_aarch64_adds_jetson_and_x86_64_keeps_the_release_defaults() -> None:
     """CUDA 13's SBSA wheels serve Jetson Thor (sm_110) and, from JetPack 7.2, Orin (sm_87): SASS runs only within
     its major and PTX only JITs upward, so only their own SASS reaches them. x86_64 and Windows are unchanged."""
-    release = toolkit_table().releases["13.0"]
-    aarch64 = release.default_archs("linux-aarch64")
-    assert set(aarch64) - set(release.cuda_archs) == {87, 110}
-    assert release.default_archs("linux-x86_64") == release.default_archs("windows-amd64") == release.cuda_archs
-    assert all(not r.platform_archs for name, r in toolkit_table().releases.items() if name != "13.0")
+    releases = toolkit_table().releases
+    for name in ("13.0", "13.2"):
+        release = releases[name]
+        aarch64 = release.default_archs("linux-aarch64")
+        assert set(aarch64) - set(release.cuda_archs) == {87, 110}
+        assert release.default_archs("linux-x86_64") == release.default_archs("windows-amd64") == release.cuda_archs
+    assert all(not r.platform_archs for name, r in releases.items() if not name.startswith("13."))
 
 
 def test_every_default_architecture_has_a_generation_in_words() -> None:

@@ -9,28 +9,37 @@ test_upstream.py.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from wheelfactory import pipeline
 from wheelfactory.audit import audit_wheel
+from wheelfactory.binaries.wheelcheck import check_wheel
 from wheelfactory.binaries.wheelfile import WheelName, compatible_platforms, pack
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
 from wheelfactory.declared import excluded_libraries
 from wheelfactory.errors import InputError, ToolFailure, UserError
+from wheelfactory.pipeline import BuildRequest
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.platforms import linux
-from wheelfactory.pytorch.index_pages import INDEX_DIR, write_torch_indexes
+from wheelfactory.pytorch.index_pages import INDEX_DIR, labelled_copy, write_torch_indexes
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
 from wheelfactory.repair import repair
+from wheelfactory.verify import verify, wheels_in
 
 from .conftest import OFFLINE_MATRIX, REPO, copy_inputs, torch_mismatch_said
+from .wheelbytes import make_wheel
+
+DESCRIBED = "Description-Content-Type: text/markdown\n\n# torchlike\n"
 
 RECIPE = """\
 name: torchlike
@@ -68,30 +77,41 @@ def torch_project(tmp_path: Path) -> Path:
     return root
 
 
-def _variant(root: Path) -> Variant:
-    return make_plan(root, root / OFFLINE_MATRIX, ["torchlike"]).variants[0]
+def _variant(root: Path, torch: str = "2.14") -> Variant:
+    """torchlike's CUDA 13 variant built against `torch` (the offline matrix's train: 2.15, then 2.14)."""
+    variants = make_plan(root, root / OFFLINE_MATRIX, ["torchlike"]).variants
+    return next(v for v in variants if v.torch is not None and v.torch.release == torch)
 
 
-def test_a_torch_build_takes_the_matrix_torch_its_toolkit_and_pins_both_build_and_wheel(torch_project: Path) -> None:
+def test_a_torch_build_is_one_variant_per_torch_of_the_train_each_with_its_toolkit_and_pins(
+    torch_project: Path,
+) -> None:
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"])
+    assert [(v.key, v.torch.release, v.cuda.toolkit, v.on_pypi) for v in plan.variants] == [  # type: ignore[union-attr]
+        ("torchlike-cuda13x-torch2.15", "2.15", "13.2", True),
+        ("torchlike-cuda13x-torch2.14", "2.14", "13.0", False),
+    ]
+    newest, older = render_plan(plan, torch_project)
+    for rendered, release in ((newest, "2.15"), (older, "2.14")):
+        pyproject = tomllib.loads(rendered.files["pyproject.toml"])
+        # Whatever the sdist says (torch>=1.7.1 would take the newest torch, built for another CUDA): the train's.
+        assert pyproject["build-system"]["requires"] == ["setuptools>=61", f"torch=={release}.*", "ninja"]
+        dependencies = pyproject["project"]["dependencies"]
+        assert dependencies[:2] == [f"torch=={release}.*", "numpy"] and "torch>=1.7.1" not in dependencies
+        assert f"TORCH = '{release}'" in rendered.files["_cuda_variant.py"]
+        assert (
+            "TORCH_PAGES = {'2.15': 'torch-index/torch2.15-cu132/', '2.14': 'torch-index/torch2.14-cu130/'}"
+            in rendered.files["_cuda_variant.py"]
+        )
     variant = _variant(torch_project)
-    assert variant.torch is not None and (variant.torch.release, variant.torch.cuda) == ("2.14", "13.0")
-    assert variant.cuda.toolkit == variant.torch.cuda
-    (rendered,) = render_plan(make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"]), torch_project)
-    pyproject = tomllib.loads(rendered.files["pyproject.toml"])
-    # Whatever the sdist says (torch>=1.7.1 would take the newest torch, built for another CUDA): the matrix's.
-    assert pyproject["build-system"]["requires"] == ["setuptools>=61", "torch==2.14.*", "ninja"]
-    dependencies = pyproject["project"]["dependencies"]
-    assert dependencies[:2] == ["torch==2.14.*", "numpy"] and "torch>=1.7.1" not in dependencies
-    assert "TORCH = '2.14'" in rendered.files["_cuda_variant.py"]
     # torch's libraries are never grafted by auditwheel.
     assert {"libc10.so", "libtorch*.so"} <= set(excluded_libraries(variant, "linux"))
     assert "libc10.so" not in excluded_libraries(variant, "windows")
     # PyPI's torch needs no index of its own; PyTorch's comes after the host's extra ones.
     assert "PIP_EXTRA_INDEX_URL" not in linux.environment(variant, "linux-x86_64")
-    other = variant.cuda.model_copy(
-        update={"torch": variant.cuda.torch.model_copy(update={"index": "https://download.pytorch.org/whl/cu130"})}  # type: ignore[union-attr]
-    )
-    moved = Variant(variant.recipe, variant.recipe_dir, other, variant.cells, variant.requires_python)
+    assert variant.torch is not None
+    elsewhere = variant.torch.model_copy(update={"index": "https://download.pytorch.org/whl/cu130"})
+    moved = Variant(variant.recipe, variant.recipe_dir, variant.cuda, variant.cells, variant.requires_python, elsewhere)
     assert linux.environment(moved, "linux-x86_64")["PIP_EXTRA_INDEX_URL"] == (
         "$PIP_EXTRA_INDEX_URL https://download.pytorch.org/whl/cu130"
     )
@@ -112,15 +132,28 @@ def test_a_torch_recipe_needs_a_torch_in_the_matrix_and_sane_provided_libraries(
     assert "'libcudart.so.13' names a CUDA library" in messages
 
 
-def test_the_matrix_torch_must_be_a_known_release_of_its_major(torch_project: Path) -> None:
+@pytest.mark.parametrize(
+    ("train", "said"),
+    [
+        ('- {release: "2.14", cuda: "12.9", index: "http://x"}', ["torch's CUDA 12.9 is not a CUDA 13 release",
+                                                                "is not an https:// URL"]),
+        ('- {release: "2.14", cuda: "13.0"}\n      - {release: "2.15", cuda: "13.2"}',
+         ["torch 2.15 is newer than 2.14 above it — list the train newest first"]),
+        ('- {release: "2.14", cuda: "13.0"}\n      - {release: "2.14", cuda: "13.2"}',
+         ["torch 2.14 is listed twice — keep one"]),
+    ],
+)  # fmt: skip
+def test_the_torch_train_is_known_releases_of_its_major_newest_first(
+    torch_project: Path, train: str, said: list[str]
+) -> None:
     matrix = torch_project / OFFLINE_MATRIX
-    wrong = 'torch: {release: "2.14", cuda: "12.9", index: "http://x"}'
-    matrix.write_text(matrix.read_text().replace('torch: {release: "2.14", cuda: "13.0"}', wrong))
+    ours = '- {release: "2.15", cuda: "13.2"}\n      - {release: "2.14", cuda: "13.0"}'
+    assert ours in matrix.read_text()
+    matrix.write_text(matrix.read_text().replace(ours, train))
     with pytest.raises(InputError) as raised:
         _variant(torch_project)
     messages = "\n".join(p.message for p in raised.value.problems)
-    assert "torch's CUDA 12.9 is not a CUDA 13 release" in messages
-    assert "is not an https:// URL" in messages
+    assert all(message in messages for message in said), messages
 
 
 def _gcc(*args: str | Path) -> None:
@@ -144,7 +177,7 @@ def _wheel(variant: Variant, work: Path, requires_torch: bool, bundle: bool = Fa
         shutil.copy(work / "libc10.so", tree / "torchlike.libs" / "libc10-0123abcd.so")
     info = tree / "torchlike_cuda13x-1.0.0.dist-info"
     info.mkdir()
-    requires = "Requires-Dist: torch==2.14.*\n" if requires_torch else ""
+    requires = f"Requires-Dist: torch=={variant.torch.release}.*\n" if requires_torch and variant.torch else ""
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: torchlike-cuda13x\nVersion: 1.0.0\nRequires-Python: >=3.10\n{requires}"
     )
@@ -200,40 +233,81 @@ def test_a_module_whose_policy_leaves_torch_out_and_a_vendored_copy_are_refused(
     ]
 
 
-def test_the_torch_index_page_serves_the_wheel_to_pip(torch_project: Path, tmp_path: Path) -> None:
+def _members(wheel: Path) -> dict[str, bytes]:
+    """A wheel's files by name, its .dist-info folder's name left out, RECORD left out (it names that folder)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {
+            name.split("/", 1)[1] if ".dist-info/" in name else name: archive.read(name)
+            for name in archive.namelist()
+            if not name.endswith("/RECORD")
+        }
+
+
+def test_each_torch_of_the_train_gets_a_labelled_copy_on_its_own_index_page_that_pip_reads(
+    torch_project: Path, tmp_path: Path
+) -> None:
     plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX)
-    (tmp_path / "work").mkdir()
-    wheel = _wheel(_variant(torch_project), tmp_path / "work", requires_torch=True)
     dist = tmp_path / "dist"
-    dist.mkdir()
-    shutil.copy(wheel, dist / wheel.name)
-    # Not indexed: a wheel of a variant built without torch, and a file that is no wheel's name.
+    built = {}
+    for release, label in (("2.15", "pt215cu132"), ("2.14", "pt214cu130")):
+        (tmp_path / release).mkdir()
+        variant = _variant(torch_project, release)
+        assert variant.torch is not None
+        wheel = _wheel(variant, tmp_path / release, requires_torch=True)
+        labelled = labelled_copy(wheel, variant.torch, dist)
+        assert labelled.relative_to(dist).as_posix() == (
+            f"torch-index/torch{release}-cu{label[-3:]}/torchlike-cuda13x/"
+            f"torchlike_cuda13x-1.0.0+{label}-cp312-cp312-manylinux_2_28_x86_64.whl"
+        )
+        # A wheel as pip and PyPI take it (RECORD, METADATA's Version, the name), of the very same files.
+        name, problems = check_wheel(labelled)
+        assert problems == [] and name is not None and str(name.version) == f"1.0.0+{label}"
+        metadata = _members(labelled).pop("METADATA")
+        assert metadata == _members(wheel)["METADATA"].replace(b"Version: 1.0.0", f"Version: 1.0.0+{label}".encode())
+        assert {k: v for k, v in _members(labelled).items() if k != "METADATA"} == {
+            k: v for k, v in _members(wheel).items() if k != "METADATA"
+        }
+        built[release] = labelled
+    # Not indexed: a wheel at the folder's top (PyPI's), and one of a variant built without torch.
     (dist / "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"not read")
-    (dist / "not-a-wheel.whl").write_bytes(b"")
-    assert write_torch_indexes(dist, plan.locked_torch_of) == ["torch2.14-cu130"]
-    index = dist / INDEX_DIR / "torch2.14-cu130"
-    assert sorted(p.name for p in index.iterdir()) == ["index.html", "torchlike-cuda13x"]
-    page = (index / "torchlike-cuda13x" / "index.html").read_text()
-    assert 'data-requires-python="&gt;=3.10"' in page and "#sha256=" in page
-    fetched = tmp_path / "fetched"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--isolated", "--dest", str(fetched),
-         "--index-url", index.as_uri() + "/", "--python-version", "3.12", "--only-binary", ":all:",
-         "--platform", "manylinux_2_28_x86_64", "torchlike-cuda13x"],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    assert [p.name for p in fetched.iterdir()] == [wheel.name]
-    # Once no wheel qualifies, the pages go.
-    (dist / wheel.name).unlink()
-    assert write_torch_indexes(dist, plan.locked_torch_of) == [] and not (dist / INDEX_DIR).exists()
+    assert write_torch_indexes(dist, plan.locked_torches_of) == ["torch2.14-cu130", "torch2.15-cu132"]
+    for release, labelled in built.items():
+        index = labelled.parent.parent
+        assert sorted(p.name for p in index.iterdir()) == ["index.html", "torchlike-cuda13x"]
+        page = (index / "torchlike-cuda13x" / "index.html").read_text()
+        assert 'data-requires-python="&gt;=3.10"' in page and "#sha256=" in page
+        fetched = tmp_path / f"fetched-{release}"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--isolated", "--dest",
+             str(fetched), "--index-url", index.as_uri() + "/", "--python-version", "3.12", "--only-binary", ":all:",
+             "--platform", "manylinux_2_28_x86_64", "torchlike-cuda13x"],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        assert [p.read_bytes() for p in fetched.iterdir()] == [labelled.read_bytes()]
+    # A torch's pages go with its wheels.
+    built["2.14"].unlink()
+    assert write_torch_indexes(dist, plan.locked_torches_of) == ["torch2.15-cu132"]
+    assert [p.relative_to(dist).as_posix() for p in sorted(dist.rglob("index.html"))] == [
+        "torch-index/torch2.15-cu132/index.html",
+        "torch-index/torch2.15-cu132/torchlike-cuda13x/index.html",
+    ]
 
 
-def test_a_wheel_that_does_not_require_its_variants_torch_gets_no_page(torch_project: Path, tmp_path: Path) -> None:
+def test_a_labelled_wheel_that_does_not_belong_on_its_page_stops_the_pages(torch_project: Path, tmp_path: Path) -> None:
     plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX)
-    wheel = _wheel(_variant(torch_project), tmp_path, requires_torch=False)
-    with pytest.raises(UserError, match=r"does not require torch==2\.14\.\*, the torch its variant is built against"):
-        write_torch_indexes(wheel.parent, plan.locked_torch_of)
-    assert not (wheel.parent / INDEX_DIR).exists()
+    variant = _variant(torch_project)
+    assert variant.torch is not None
+    dist = tmp_path / "dist"
+    unpinned = labelled_copy(_wheel(variant, tmp_path, requires_torch=False), variant.torch, dist)
+    with pytest.raises(UserError, match=r"does not require torch==2\.14\.\*, the torch it is built against"):
+        write_torch_indexes(dist, plan.locked_torches_of)
+    # The 2.14 build under 2.15's page.
+    misplaced = dist / INDEX_DIR / "torch2.15-cu132" / "torchlike-cuda13x" / unpinned.name
+    misplaced.parent.mkdir(parents=True)
+    unpinned.rename(misplaced)
+    with pytest.raises(UserError, match=r"is not labelled \+pt215cu132, the label of the wheels built against"):
+        write_torch_indexes(dist, plan.locked_torches_of)
+    assert not list(dist.rglob("index.html"))
 
 
 def test_what_installing_torch_brings_is_resolved_by_pip_and_split_at_nvidias_wheels() -> None:
@@ -301,27 +375,94 @@ def test_nvcc_drops_the_cache_wrappers_ccbin_keeps_the_factorys_and_names_any_ot
     assert said in done.stderr if said else done.stderr == ""
 
 
+OTHERS = "or a torch it is built for (2.15, 2.14: each on its index page under torch-index/)"
+
+
 @pytest.mark.parametrize(
     ("installed", "said"),
     [
         ("2.14.1+cu130", "None"),
+        ("2.15.0", "torch 2.15.0 is installed, but torchlike-cuda13x was built against torch 2.14 — pip install "
+         "'torch==2.14.*', or install the build for torch 2.15.0 from the project's index page "
+         "torch-index/torch2.15-cu132/"),
         ("2.13.0", "torch 2.13.0 is installed, but torchlike-cuda13x was built against torch 2.14 — pip install "
-         "'torch==2.14.*'"),
-        (None, "torch is not installed: torchlike-cuda13x was built against torch 2.14 — pip install 'torch==2.14.*'"),
+         f"'torch==2.14.*', {OTHERS}"),
+        (None, "torch is not installed: torchlike-cuda13x was built against torch 2.14 — pip install 'torch==2.14.*', "
+         f"{OTHERS}"),
     ],
 )  # fmt: skip
 def test_the_variant_module_names_a_torch_other_than_the_one_it_was_built_against(
     torch_project: Path, tmp_path: Path, installed: str | None, said: str
 ) -> None:
-    assert torch_mismatch_said(torch_project, "torchlike", installed, tmp_path) == said
+    assert torch_mismatch_said(torch_project, "torchlike", installed, tmp_path, built_against="2.14") == said
 
 
 def test_torch_index_command_writes_a_folders_pages_or_says_why_not(
     torch_project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    wheel = _wheel(_variant(torch_project), tmp_path, requires_torch=True)
+    variant = _variant(torch_project)
+    assert variant.torch is not None
+    dist = tmp_path / "dist"
+    labelled_copy(_wheel(variant, tmp_path, requires_torch=True), variant.torch, dist)
     command = ["--root", str(torch_project), "torch-index", "--matrix", str(torch_project / OFFLINE_MATRIX)]
-    assert main([*command, str(wheel.parent)]) == 0
-    assert (wheel.parent / INDEX_DIR / "torch2.14-cu130" / "torchlike-cuda13x" / "index.html").is_file()
+    assert main([*command, str(dist)]) == 0
+    assert (dist / INDEX_DIR / "torch2.14-cu130" / "torchlike-cuda13x" / "index.html").is_file()
     assert main([*command, str(tmp_path / "absent")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_their_files(
+    torch_project: Path, tmp_path: Path
+) -> None:
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"])
+    builds = plan.as_json()["build"]["include"]
+    assert [(job["id"], job["torch"], job["toolkit"], job["args"][:4]) for job in builds] == [
+        ("torchlike-cuda13x-torch2.15-manylinux_x86_64", "2.15", "13.2", ["--recipe", "torchlike", "--torch", "2.15"]),
+        ("torchlike-cuda13x-torch2.14-manylinux_x86_64", "2.14", "13.0", ["--recipe", "torchlike", "--torch", "2.14"]),
+    ]
+    jobs = plan.wheel_jobs()
+    cp312 = [job.as_json() for job in jobs if job.cell.python == "3.12"]
+    assert [(job["id"], job["wheel_glob"], job["on_pypi"]) for job in cp312] == [
+        ("torchlike-cuda13x-torch2.15-cp312-manylinux_x86_64",
+         "torch-index/torch2.15-cu132/torchlike-cuda13x/torchlike_cuda13x-*+pt215cu132-cp312-cp312-manylinux*_x86_64.whl",
+         True),
+        ("torchlike-cuda13x-torch2.14-cp312-manylinux_x86_64",
+         "torch-index/torch2.14-cu130/torchlike-cuda13x/torchlike_cuda13x-*+pt214cu130-cp312-cp312-manylinux*_x86_64.whl",
+         False),
+    ]  # fmt: skip
+    # What the release holds for cp312: the 2.15 build under the plain name (PyPI's), both under their labels.
+    release = tmp_path / "release"
+    release.mkdir()
+    plain = make_wheel(release, "torchlike_cuda13x-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl", metadata=DESCRIBED)
+    labelled = []
+    for variant in plan.variants:
+        assert variant.torch is not None
+        labelled.append(labelled_copy(plain, variant.torch, release))
+    assert verify(cp312, wheels_in(release)) == []
+    # Without the 2.15 build's job, its files are extra: the plain one among them (PyPI gets only the newest's).
+    assert verify(cp312[1:], wheels_in(release)) == [
+        f"extra: {plain.name} is not in the plan",
+        f"extra: {labelled[0].name} is not in the plan",
+    ]
+    # A labelled copy missing, or under another torch's page.
+    labelled[1].unlink()
+    assert verify(cp312, wheels_in(release)) == [
+        "missing: no wheel torchlike-cuda13x 1.0.0+pt214cu130 from job torchlike-cuda13x-torch2.14-cp312-"
+        "manylinux_x86_64 in torch-index/torch2.14-cu130/torchlike-cuda13x/"
+    ]
+    moved = release / "torch-index/torch2.14-cu130/torchlike-cuda13x" / labelled[0].name
+    labelled[0].rename(moved)
+    assert verify(cp312, wheels_in(release))[0] == (
+        f"{moved.name}: lies in torch-index/torch2.14-cu130/torchlike-cuda13x/, where job "
+        "torchlike-cuda13x-torch2.15-cp312-manylinux_x86_64 puts it in torch-index/torch2.15-cu132/torchlike-cuda13x/"
+    )
+
+
+def test_a_build_asks_for_a_torch_of_the_train_or_is_told_which_there_are(torch_project: Path) -> None:
+    request = BuildRequest(torch_project, 13, ["3.12"], ["torchlike"], None, None, torch_project / OFFLINE_MATRIX)
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"])
+    assert [v.key for v in pipeline._variants(plan, request)] == [v.key for v in plan.variants]
+    chosen = pipeline._variants(plan, dataclasses.replace(request, torch=["2.14"]))
+    assert [v.key for v in chosen] == ["torchlike-cuda13x-torch2.14"]
+    with pytest.raises(UserError, match=r"--torch 2\.13: the matrix's CUDA 13 torch train is 2\.15, 2\.14 — pick"):
+        pipeline._variants(plan, dataclasses.replace(request, torch=["2.13"]))

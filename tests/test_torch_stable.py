@@ -66,8 +66,8 @@ def test_a_stable_abi_build_compiles_against_the_matrix_torch_for_its_target_and
     ("fields", "said"),
     [
         ('torch: true\ntorch_abi: stable\ntorch_target: "2.8"', "torch 2.8 has no stable ABI (it came in 2.9)"),
-        ('torch: true\ntorch_abi: stable\ntorch_target: "2.15"',
-         "torch 2.15 is newer than the torch the build compiles against (CUDA 13's 2.14)"),
+        ('torch: true\ntorch_abi: stable\ntorch_target: "2.16"',
+         "torch 2.16 is newer than every torch the build may compile against (the newest: CUDA 13's 2.15)"),
         ("torch: true\ntorch_abi: stable", 'name the oldest torch it runs on — add torch_target: e.g. "2.11"'),
         ('torch: true\ntorch_abi: release\ntorch_target: "2.11"',
          "only a stable-ABI build runs on a torch other than the one it is built with"),

@@ -98,7 +98,7 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
     """A fresh copy of the source with the rendered pyproject.toml, variant module and container scripts."""
     variant = rendered.variant
     source = source_tree(variant.recipe.source, variant.recipe_dir)
-    target = build_root / "stage" / variant.dist_name
+    target = build_root / "stage" / variant.key
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(
         source, target, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".git", ".complete")
@@ -258,13 +258,13 @@ def run_cibuildwheel(
     platform_name = cells[0].platform
     info = platforms()[platform_name]
     staged = stage(rendered, build_root)
-    out = build_root / "wheelhouse" / variant.dist_name
+    out = build_root / "wheelhouse" / variant.key
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     logs = build_root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{variant.dist_name}-{platform_name}.log"
-    stats = logs / f"{variant.dist_name}-{platform_name}-compiler-cache.json"
+    log = logs / f"{variant.key}-{platform_name}.log"
+    stats = logs / f"{variant.key}-{platform_name}-compiler-cache.json"
     stats.unlink(missing_ok=True)
     server_log(stats).unlink(missing_ok=True)
     caching = (compiler_cache, stats) if compiler_cache else None
@@ -273,7 +273,7 @@ def run_cibuildwheel(
     # cibuildwheel wants the package inside its working directory, and tars that whole directory.
     cmd = [sys.executable, "-m", "cibuildwheel", "--platform", info.os, "--output-dir", str(out.resolve()), "."]
     started = time.monotonic()
-    with step(f"cibuildwheel {variant.dist_name} {' '.join(c.identifier for c in cells)} (log: {log})"):
+    with step(f"cibuildwheel {variant.key} {' '.join(c.identifier for c in cells)} (log: {log})"):
         with log.open("w", encoding="utf-8") as sink:
             result = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=staged, check=False)
         if result.returncode != 0:

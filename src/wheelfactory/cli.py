@@ -47,7 +47,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     write(rendered, out_dir)
     for r in rendered:
         for name in r.files:
-            console.print(f"rendered build/variants/{r.variant.dist_name}/{name}")
+            console.print(f"rendered build/variants/{r.variant.key}/{name}")
     return 0
 
 
@@ -89,6 +89,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         _matrix(args),
         arch=args.arch,
         compiler_cache=not args.no_compiler_cache,
+        torch=args.torch or None,
     )
     records = build(request)
     return 0 if records and all(r.passed for r in records) else 1
@@ -105,6 +106,7 @@ def _build_in_container(args: argparse.Namespace) -> int:
         raise UserError("a Windows build container runs on a Windows Docker host — this one is not")
     inner = [a for python in args.python for a in ("--python", python)]
     inner += [a for recipe in args.recipe for a in ("--recipe", recipe)]
+    inner += [a for release in args.torch for a in ("--torch", release)]
     inner += ["--platform", "windows", *(["--matrix", args.matrix] if args.matrix else [])]
     inner += ["--no-compiler-cache"] if args.no_compiler_cache else []
     inner += ["--refresh"] if args.refresh else []
@@ -133,7 +135,6 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_coinstall(args: argparse.Namespace) -> int:
-    from packaging.utils import canonicalize_name
 
     from .binaries.wheelcheck import check_wheel
     from .binaries.wheelfile import WheelName
@@ -150,9 +151,12 @@ def cmd_coinstall(args: argparse.Namespace) -> int:
     neighbours: dict[Path, list[str]] = {}
     for wheel in wheels:
         name = WheelName.of(wheel)
-        variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
+        variant = plan.variant_of(name.distribution, str(name.version))
         if variant is None:
-            raise UserError(f"{wheel.name}: no recipe × CUDA major of the matrix renders {name.distribution}")
+            raise UserError(
+                f"{wheel.name}: no recipe × CUDA major (× torch) of the matrix renders "
+                f"{name.distribution} {name.version}"
+            )
         neighbours[wheel] = variant.cuda.coinstall_neighbours
     results = check({w: n for w, n in neighbours.items() if n}) if any(neighbours.values()) else []
     for folder in sorted({w.parent for w in wheels}):
@@ -176,7 +180,7 @@ def cmd_torch_index(args: argparse.Namespace) -> int:
 
     if not args.folder.is_dir():
         raise UserError(f"{shown(str(args.folder))}: no such folder — give the one holding the wheels (dist/)")
-    written = write_torch_indexes(args.folder, make_plan(_root(args), _matrix(args)).locked_torch_of)
+    written = write_torch_indexes(args.folder, make_plan(_root(args), _matrix(args)).locked_torches_of)
     if written:
         console.print(f"index pages of the wheels built against torch: {describe(args.folder, written)}", markup=False)
     else:
@@ -185,7 +189,7 @@ def cmd_torch_index(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .verify import PlannedWheel, load_plan, verify
+    from .verify import PlannedWheel, load_plan, verify, wheels_in
 
     if args.plan:
         jobs = load_plan(Path(args.plan))
@@ -193,7 +197,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         jobs = [
             PlannedWheel.model_validate(job.as_json()) for job in make_plan(_root(args), _matrix(args)).wheel_jobs()
         ]
-    wheels = sorted(w for p in args.wheels for w in (p.glob("*.whl") if p.is_dir() else [p]))
+    wheels = sorted(w for p in args.wheels for w in (wheels_in(p) if p.is_dir() else [p]))
     problems = verify(jobs, wheels)
     for problem in problems:
         console.print(one_line(problem), markup=False)
@@ -248,6 +252,12 @@ def _add_build(sub: Any) -> None:
     build.add_argument("--cuda", type=int, required=True, help="CUDA major")
     build.add_argument("--python", action="append", default=[], help="CPython version (repeatable)")
     build.add_argument("--recipe", action="append", default=[], help="recipe name (repeatable)")
+    build.add_argument(
+        "--torch",
+        action="append",
+        default=[],
+        help="of the major's torch train, the release to build torch extensions against (repeatable; default: all)",
+    )
     build.add_argument("--image", type=_image, help="Linux build image (overrides the matrix's)")
     build.add_argument("--platform", choices=list(get_args(OS)), help="defaults to this host's")
     build.add_argument(

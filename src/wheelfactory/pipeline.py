@@ -15,8 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from . import host
 from .audit import audit_wheel
 from .binaries import wheelcheck
@@ -29,7 +27,7 @@ from .image import check_interpreters, ensure_image
 from .plan import Cell, Plan, Variant, make_plan
 from .platforms import platform_of
 from .progress import console, step
-from .pytorch.index_pages import describe, write_torch_indexes
+from .pytorch.index_pages import describe, labelled_copy, write_torch_indexes
 from .render import RenderedVariant, render_plan
 from .repair import read_binaries_of, repair
 from .report import WheelRecord, summary, write_report
@@ -50,17 +48,27 @@ class BuildRequest:
     arch: str | None = None  # Linux: x86_64 | aarch64; None: this host's (another is emulated with QEMU)
     extra_env: dict[str, str] | None = None  # for tests that turn a gate's safeguard off
     compiler_cache: bool = True
+    torch: list[str] | None = None  # of a torch train, the releases to build against (--torch); None: all
 
 
-def _variants(plan: Plan, cuda: int) -> list[Variant]:
-    variants = [v for v in plan.variants if v.major == cuda]
+def _variants(plan: Plan, request: BuildRequest) -> list[Variant]:
+    variants = [v for v in plan.variants if v.major == request.cuda]
     if not variants:
         majors = sorted({entry.major for entry in plan.matrix.value.cuda})
         raise UserError(
-            f"matrix.yaml has no CUDA {cuda} record for these recipes (it has "
+            f"matrix.yaml has no CUDA {request.cuda} record for these recipes (it has "
             f"{', '.join(map(str, majors))}) — add one or pick another session"
         )
-    return variants
+    if request.torch is None:
+        return variants
+    train = [t.release for t in variants[0].cuda.torch]
+    unknown = [release for release in request.torch if release not in train]
+    if unknown:
+        known = ", ".join(train) or "none"
+        raise UserError(
+            f"--torch {', '.join(unknown)}: the matrix's CUDA {request.cuda} torch train is {known} — pick one of those"
+        )
+    return [v for v in variants if v.locked_torch is None or v.locked_torch.release in request.torch]
 
 
 def _target_platform(request: BuildRequest) -> str:
@@ -103,7 +111,7 @@ def build(request: BuildRequest) -> list[WheelRecord]:
     plan = make_plan(request.root, request.matrix, request.recipes or None, request.pythons)
     here = _target_platform(request)
     jobs: list[tuple[Variant, list[Cell], str | None]] = []
-    for variant in _variants(plan, request.cuda):
+    for variant in _variants(plan, request):
         cells = select_cells(variant, here, request.pythons)
         image = request.image or variant.cuda.platforms[here].image
         jobs.append((variant, cells, image))
@@ -118,16 +126,16 @@ def build(request: BuildRequest) -> list[WheelRecord]:
     for image, pythons in wanted.items():
         ensure_image(image, platforms()[here].cibw_arch)
         check_interpreters(image, pythons)
-    rendered = {r.variant.dist_name: r for r in render_plan(plan, request.root)}
+    rendered = {r.variant.key: r for r in render_plan(plan, request.root)}
     dist = request.root / "dist"
     if dist.is_dir():
         host.remove_partials(dist)  # what a killed run was copying
     records: list[WheelRecord] = []
     for variant, cells, image in jobs:
-        records += _build_variant(rendered[variant.dist_name], cells, image, request, dist)
+        records += _build_variant(rendered[variant.key], cells, image, request, dist)
     write_report(records, dist)
     summary(records)
-    indexes = write_torch_indexes(dist, plan.locked_torch_of)
+    indexes = write_torch_indexes(dist, plan.locked_torches_of)
     if indexes:
         console.print(f"index pages of the wheels built against torch: {describe(dist, indexes)}", markup=False)
     return records
@@ -146,7 +154,7 @@ def _build_variant(
     wheels = run_cibuildwheel(rendered, cells, toolkit, build_root, image, request.extra_env, cache)
     for built in wheels:
         built.asked_pythons = tuple(request.pythons)
-    repaired_dir = build_root / "repaired" / variant.dist_name
+    repaired_dir = build_root / "repaired" / variant.key
     shutil.rmtree(repaired_dir, ignore_errors=True)
     for built in wheels:
         started = time.monotonic()
@@ -155,13 +163,18 @@ def _build_variant(
         built.timings = {"provision": provision_s, **built.timings, "repair": round(time.monotonic() - started, 1)}
     records = check_wheels(wheels)
     # The report first, then each wheel that passed, placed whole: a run killed at any moment leaves in dist/
-    # only wheels the report says passed.
+    # only wheels the report says passed. A wheel tied to one torch release also goes, labelled, on that torch's
+    # index page; only the train's newest torch's goes under the plain name.
     write_report(records, dist)
     for record in records:
-        if record.passed:
-            host.place(record.built.path, dist / record.wheel)
-        else:
-            (dist / record.wheel).unlink(missing_ok=True)
+        for place in record.places:
+            (dist / place).unlink(missing_ok=True)
+        if not record.passed:
+            continue
+        if variant.on_pypi:
+            host.place(record.built.path, dist / record.built.path.name)
+        if variant.locked_torch:
+            labelled_copy(record.built.path, variant.locked_torch, dist)
     return records
 
 
@@ -213,9 +226,12 @@ def smoke_existing(
     here = platforms().get(host.platform_name())
     for wheel in wheels:
         name = WheelName.of(wheel)
-        variant = next((v for v in plan.variants if canonicalize_name(v.dist_name) == name.distribution), None)
+        variant = plan.variant_of(name.distribution, str(name.version))
         if variant is None:
-            raise UserError(f"{wheel.name}: no recipe × CUDA major in {matrix_name} renders {name.distribution}")
+            raise UserError(
+                f"{wheel.name}: no recipe × CUDA major (× torch) in {matrix_name} renders "
+                f"{name.distribution} {name.version}"
+            )
         if platform_of(name.os).smoke_machine == "host" and (here is None or here.os != name.os):
             system = operating_system(name.os).platform_system
             this = f"{operating_system(here.os).platform_system} " if here else ""

@@ -14,12 +14,14 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from .binaries.wheelfile import WheelAbi, cpython_tag, python_tag
 from .components import OS, component_table, operating_system, platforms, toolkit_table
 from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, TorchRelease, load_matrix, load_recipe, requires_python
 from .inputs.recipe import most_specific
+from .pytorch.index_pages import INDEX_DIR as TORCH_INDEX_DIR
 from .untrusted.shown import shown
 
 
@@ -68,15 +70,11 @@ class Variant:
     cuda: CudaEntry
     cells: tuple[Cell, ...]
     requires_python: SpecifierSet
+    torch: TorchRelease | None = None  # what the build compiles against, for a recipe built with cpp_extension
 
     @property
     def major(self) -> int:
         return self.cuda.major
-
-    @property
-    def torch(self) -> TorchRelease | None:
-        """The torch the build compiles against, for a recipe built with torch.utils.cpp_extension."""
-        return self.cuda.torch if self.recipe.torch else None
 
     @property
     def torch_target(self) -> str | None:
@@ -85,8 +83,26 @@ class Variant:
         return self.recipe.torch_target if stable else None
 
     @property
+    def locked_torch(self) -> TorchRelease | None:
+        """The one torch release the wheel runs with (its C++ ABI's), for a build tied to it; None for others."""
+        return None if self.torch_target else self.torch
+
+    @property
+    def on_pypi(self) -> bool:
+        """Whether the wheel goes to PyPI under the plain version: every wheel but one tied to a torch release
+        other than the newest of the major's train (PyPI holds one wheel per name, version and tag)."""
+        return self.locked_torch is None or self.locked_torch == self.cuda.torch[0]
+
+    @property
     def dist_name(self) -> str:
         return f"{self.recipe.name}-cuda{self.major}x"
+
+    @property
+    def key(self) -> str:
+        """What tells the variant from the others of its distribution: the distribution's name, and for a build
+        tied to one torch release that release (torchsort-cuda13x-torch2.14). Its build folders and jobs go by it."""
+        locked = self.locked_torch
+        return f"{self.dist_name}-torch{locked.release}" if locked else self.dist_name
 
     @property
     def packages(self) -> list[str]:
@@ -165,6 +181,13 @@ class Variant:
         return tuple(sorted(self.recipe.cuda_archs.get(self.major) or release.default_archs(platform)))
 
 
+def variant_args(variant: Variant) -> tuple[str, ...]:
+    """How a build command names a variant: its recipe, and for a build tied to one torch release, that release
+    (the build session builds every torch of the train unless told one)."""
+    locked = variant.locked_torch
+    return ("--recipe", variant.recipe.name, *(("--torch", locked.release) if locked else ()))
+
+
 def platform_args(platform: str) -> tuple[str, ...]:
     """How a build command names a matrix platform: its OS, and for Linux its machine (a native runner's own;
     elsewhere, QEMU's)."""
@@ -184,7 +207,7 @@ class BuildJob:
 
     @property
     def id(self) -> str:
-        return f"{self.variant.dist_name}-{platforms()[self.platform].identifier}"
+        return f"{self.variant.key}-{platforms()[self.platform].identifier}"
 
     @property
     def session(self) -> str:
@@ -193,7 +216,7 @@ class BuildJob:
     @property
     def args(self) -> tuple[str, ...]:
         pythons = tuple(arg for python in self.pythons for arg in ("--python", python))
-        return ("--recipe", self.variant.recipe.name, *pythons, *platform_args(self.platform))
+        return (*variant_args(self.variant), *pythons, *platform_args(self.platform))
 
     @property
     def command(self) -> str:
@@ -210,6 +233,7 @@ class BuildJob:
             "dist_name": self.variant.dist_name,
             "cuda": self.variant.major,
             "toolkit": self.variant.cuda.toolkit,
+            "torch": self.variant.torch.release if self.variant.torch else None,
             "platform": self.platform,
             "pythons": list(self.pythons),
         }
@@ -225,12 +249,12 @@ class WheelJob:
 
     @property
     def id(self) -> str:
-        return f"{self.build.variant.dist_name}-{self.cell.identifier}"
+        return f"{self.build.variant.key}-{self.cell.identifier}"
 
     @property
     def args(self) -> tuple[str, ...]:
         pythons = (arg for python in self.cell.smoke_pythons() for arg in ("--python", python))
-        return ("--recipe", self.build.variant.recipe.name, *pythons, *platform_args(self.cell.platform))
+        return (*variant_args(self.build.variant), *pythons, *platform_args(self.cell.platform))
 
     @property
     def command(self) -> str:
@@ -238,10 +262,16 @@ class WheelJob:
 
     @property
     def wheel_glob(self) -> str:
-        """The wheel's file name, with * for what the build decides (version, manylinux level)."""
-        dist = self.build.variant.dist_name.replace("-", "_")
+        """The wheel's path under dist/, with * for what the build decides (version, manylinux level): a wheel
+        tied to one torch release, under its local label on that torch's index page."""
+        variant = self.build.variant
+        dist = variant.dist_name.replace("-", "_")
         platform = platforms()[self.cell.platform].identifier.replace("manylinux_", "manylinux*_")
-        return f"{dist}-*-{self.cell.python_tag}-{platform}.whl"
+        locked = variant.locked_torch
+        if locked is None:
+            return f"{dist}-*-{self.cell.python_tag}-{platform}.whl"
+        folder = f"{TORCH_INDEX_DIR}/{locked.index_name}/{canonicalize_name(variant.dist_name)}"
+        return f"{folder}/{dist}-*+{locked.label}-{self.cell.python_tag}-{platform}.whl"
 
     def as_json(self) -> dict[str, object]:
         variant = self.build.variant
@@ -256,6 +286,11 @@ class WheelJob:
             "recipe": variant.recipe.name,
             "dist_name": variant.dist_name,
             "version": variant.recipe.version,
+            # A wheel tied to one torch release: the label it also carries on that torch's index page, and
+            # whether its plain version goes to PyPI (the train's newest torch only).
+            "torch_label": variant.locked_torch.label if variant.locked_torch else None,
+            "torch_index": variant.locked_torch.index_name if variant.locked_torch else None,
+            "on_pypi": variant.on_pypi,
             "size_limit_mb": variant.recipe.size_limit_mb,
             "cuda": variant.major,
             "python": self.cell.python,
@@ -307,12 +342,28 @@ class Plan:
     matrix: Loaded[Matrix]
     variants: tuple[Variant, ...]
 
-    def locked_torch_of(self, distribution: str) -> TorchRelease | None:
-        """The one torch release the variant of a distribution (`torchsort-cuda13x`) runs with, the one it is built
-        against; None for one built without torch, or on LibTorch's stable ABI (it runs on every later torch too)."""
+    def locked_torches_of(self, distribution: str) -> list[TorchRelease]:
+        """The torch releases a distribution (`torchsort-cuda13x`) is built against, one variant each, where each
+        wheel runs with its own only; none for one built without torch, or on LibTorch's stable ABI."""
         wanted = canonicalize_name(distribution)
-        found = (v.torch for v in self.variants if canonicalize_name(v.dist_name) == wanted and not v.torch_target)
-        return next(found, None)
+        return [
+            v.locked_torch
+            for v in self.variants
+            if canonicalize_name(v.dist_name) == wanted and v.locked_torch is not None
+        ]
+
+    def variant_of(self, distribution: str, version: str) -> Variant | None:
+        """The variant that made a wheel of a distribution and version: of a torch train's, the one whose label
+        the version carries (`0.1.10+pt214cu130`), or without a label the one whose wheel PyPI gets."""
+        wanted = canonicalize_name(distribution)
+        label = Version(version).local
+        for variant in self.variants:
+            if canonicalize_name(variant.dist_name) != wanted:
+                continue
+            locked = variant.locked_torch
+            if (locked.label == label) if locked and label else variant.on_pypi:
+                return variant
+        return None
 
     def build_jobs(self) -> list[BuildJob]:
         jobs = []
@@ -459,7 +510,7 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
         for entry in matrix.cuda:
             if recipe.cuda is not None and entry.major not in recipe.cuda:
                 continue
-            if recipe.torch and entry.torch is None:
+            if recipe.torch and not entry.torch:
                 continue  # a build against torch needs the major's torch (the recipe check stops one that asks)
             cells: list[Cell] = []
             for platform in sorted(entry.platforms):
@@ -475,18 +526,28 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
                 else:  # one wheel for them all, built with the oldest
                     pythons.sort(key=_version_key)
                     cells.append(Cell(pythons[0], platform, recipe.wheel_abi, tuple(pythons)))
-            if cells:
-                variants.append(Variant(recipe, recipe_dir, _built_with(recipe, entry), tuple(cells), spec))
+            for torch in _torches(recipe, entry) if cells else ():
+                variants.append(Variant(recipe, recipe_dir, _built_with(entry, torch), tuple(cells), spec, torch))
     return variants
 
 
-def _built_with(recipe: Recipe, entry: CudaEntry) -> CudaEntry:
-    """The major's record as the recipe's build uses it: a build against torch takes the toolkit that torch was
-    built with (cpp_extension refuses an nvcc of another major, and a newer minor's device code needs a newer
-    driver than torch's own)."""
-    if recipe.torch and entry.torch is not None:
-        return entry.model_copy(update={"toolkit": entry.torch.cuda})
-    return entry
+def _torches(recipe: Recipe, entry: CudaEntry) -> list[TorchRelease | None]:
+    """What each of the recipe's variants of a major compiles against: nothing, for a build without torch; each
+    release of the train, for one tied to a torch release; for a stable-ABI build, the oldest release of the train
+    from its target on (its toolkit the oldest too: what runs beside every torch of the range)."""
+    if not recipe.torch:
+        return [None]
+    if recipe.torch_abi != "stable" or recipe.torch_target is None:
+        return list(entry.torch)
+    target = Version(recipe.torch_target)
+    return [next(t for t in reversed(entry.torch) if Version(t.release) >= target)]
+
+
+def _built_with(entry: CudaEntry, torch: TorchRelease | None) -> CudaEntry:
+    """The major's record as a build uses it: a build against torch takes the toolkit that torch was built with
+    (cpp_extension refuses an nvcc of another major, and a newer minor's device code needs a newer driver than
+    torch's own)."""
+    return entry.model_copy(update={"toolkit": torch.cuda}) if torch else entry
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -47,6 +47,7 @@ from .errors import InputError, Problem, UserError
 from .gpus import code_facts, products_covered, runs_on
 from .plan import Plan, Variant
 from .platforms import PLATFORMS
+from .pytorch.index_pages import INDEX_DIR
 from .source_metadata import (
     Readme,
     SourceText,
@@ -92,6 +93,14 @@ def build_requirements(variant: Variant, requires: list[str]) -> list[str]:
     kept = [line for line in requires if _requirement_name(line) != "torch"]
     has_ninja = any(_requirement_name(line) == "ninja" for line in kept)
     return [*kept, pinned, *([] if has_ninja else ["ninja"])]
+
+
+def torch_pages(variant: Variant) -> dict[str, str]:
+    """For a build tied to its torch release: each release of the major's torch train -> the index page its build
+    is on (the variant module names the right one when another torch is installed)."""
+    if variant.locked_torch is None:
+        return {}
+    return {torch.release: f"{INDEX_DIR}/{torch.index_name}/" for torch in variant.cuda.torch}
 
 
 def _requirement_name(line: str) -> str | None:
@@ -209,6 +218,7 @@ def template_context(
         "toolkit": variant.cuda.toolkit,
         "torch": variant.torch.release if variant.torch else None,
         "torch_oldest": variant.torch_target,
+        "torch_pages": torch_pages(variant),
         "requires_python": str(variant.requires_python),
         "dependencies": dependencies(variant),
         # A source without a [project] table gives its extras through setup(): the variant states them (its static
@@ -523,7 +533,7 @@ def _list_packages(doc: Any, variant: Variant, tree: Path) -> None:
 
 def stale_files(rendered: list[RenderedVariant], out_dir: Path) -> list[str]:
     """Paths under out_dir that differ from, are missing from, or are extra to the rendered output."""
-    expected = {f"{r.variant.dist_name}/{name}": text for r in rendered for name, text in r.files.items()}
+    expected = {f"{r.variant.key}/{name}": text for r in rendered for name, text in r.files.items()}
     actual = (
         {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file()} if out_dir.is_dir() else set()
     )
@@ -541,6 +551,6 @@ def write(rendered: list[RenderedVariant], out_dir: Path) -> None:
     with FileLock(out_dir.with_name(f".{out_dir.name}.lock")), host.built_aside(out_dir) as staging:
         for r in rendered:
             for name, text in r.files.items():
-                path = staging / r.variant.dist_name / name
+                path = staging / r.variant.key / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8", newline="\n")

@@ -19,6 +19,7 @@ from .components import install_layouts
 from .declared import torch_requirement
 from .gpus import CodeSummary, minimum_driver, products_covered
 from .progress import console
+from .pytorch.index_pages import INDEX_DIR, labelled_place
 from .smoke.results import Steps, TierResult
 from .untrusted.shown import one_line
 
@@ -35,8 +36,19 @@ class WheelRecord:
     smoke_steps: Steps = field(default_factory=Steps)  # where the smoke's time went
 
     @property
+    def places(self) -> list[str]:
+        """Where in dist/ the wheel goes once it passed: its own name, unless it is tied to a torch release other
+        than the newest of the train; and for one tied to a torch release, its labelled copy on that torch's
+        index page."""
+        variant, name = self.built.variant, self.built.path.name
+        plain = [name] if variant.on_pypi else []
+        locked = variant.locked_torch
+        return [*plain, *([labelled_place(name, locked)] if locked else [])]
+
+    @property
     def wheel(self) -> str:
-        return self.built.path.name
+        """The wheel's key in the report: where it goes in dist/ (under its plain name where it has one)."""
+        return self.places[0]
 
     @property
     def passed(self) -> bool:
@@ -146,6 +158,9 @@ def torch_json(built: BuiltWheel) -> dict[str, object] | None:
         "release": torch.release,
         "cuda": torch.cuda,
         "index": torch.index,
+        # For a wheel tied to its torch release: its local label and the index page its labelled copy is on.
+        "label": torch.label if built.variant.locked_torch else None,
+        "index_page": f"{INDEX_DIR}/{torch.index_name}/" if built.variant.locked_torch else None,
         "requires": torch_requirement(built.variant),
         "abi": built.variant.recipe.torch_abi,
         "target": built.variant.torch_target,

@@ -27,6 +27,7 @@ from .components import platforms
 from .errors import InputError, Problem
 from .inputs import yamlsource
 from .inputs.validation import VersionText, problems_from
+from .pytorch.index_pages import INDEX_DIR, labelled_wheels
 from .untrusted.shown import shown
 
 MIB = 1024 * 1024
@@ -43,6 +44,11 @@ class PlannedWheel(BaseModel):
     abi: WheelAbi = "cpython"  # plans written before abi3 and py3-none wheels say none
     platform: str
     size_limit_mb: Annotated[int, Field(gt=0)]
+    # A wheel tied to one torch release: its local label and index page (torch-index/<torch_index>/<project>/),
+    # and whether the plain version goes to PyPI too. Plans written before torch trains say none.
+    torch_label: str | None = None
+    torch_index: str | None = None
+    on_pypi: bool = True
 
     @field_validator("platform")
     @classmethod
@@ -51,9 +57,16 @@ class PlannedWheel(BaseModel):
             raise ValueError(f"{value!r} is none of {', '.join(sorted(platforms()))}")
         return value
 
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        return str(canonicalize_name(self.dist_name)), self.version, python_tag(self.python, self.abi), self.platform
+    def keys(self) -> dict[tuple[str, str, str, str], str]:
+        """Each file the job must yield, by (distribution, version, tag, platform) -> the folder it must lie in:
+        "" for the plain version, torch-index/<index>/<project> for the labelled one."""
+        project = str(canonicalize_name(self.dist_name))
+        tag = python_tag(self.python, self.abi)
+        found = {(project, self.version, tag, self.platform): ""} if self.on_pypi else {}
+        if self.torch_label and self.torch_index:
+            folder = f"{INDEX_DIR}/{self.torch_index}/{project}"
+            found[(project, f"{self.version}+{self.torch_label}", tag, self.platform)] = folder
+        return found
 
 
 class _Smoke(BaseModel):
@@ -103,9 +116,20 @@ def _tag_problems(name: WheelName, job: PlannedWheel) -> list[str]:
     return [f"tagged {', '.join(odd)}, where job {job.id} builds {wanted}"] if odd else []
 
 
+def wheels_in(folder: Path) -> list[Path]:
+    """A release folder's wheels: those at its top, and the labelled ones on its torch index pages."""
+    return sorted([*folder.glob("*.whl"), *labelled_wheels(folder)])
+
+
+def _folder(wheel: Path) -> str:
+    """Where a wheel lies, as keys() names it: "" or torch-index/<index>/<project>."""
+    index, project = wheel.parent.parent, wheel.parent
+    return f"{INDEX_DIR}/{index.name}/{project.name}" if index.parent.name == INDEX_DIR else ""
+
+
 def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path]) -> list[str]:
     planned = [job if isinstance(job, PlannedWheel) else PlannedWheel.model_validate(job) for job in jobs]
-    expected = {job.key: job for job in planned}
+    expected = {key: (job, folder) for job in planned for key, folder in job.keys().items()}
     problems: list[str] = []
     found: dict[tuple[str, str, str, str], Path] = {}
     for wheel in wheels:
@@ -118,14 +142,19 @@ def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path
             problems.append(f"{wheel.name}: a second wheel for the same job as {found[key].name}")
         found[key] = wheel
         if key in expected:
-            problems += [f"{wheel.name}: {p}" for p in _tag_problems(name, expected[key])]
+            job, folder = expected[key]
+            problems += [f"{wheel.name}: {p}" for p in _tag_problems(name, job)]
+            if _folder(wheel) != folder:
+                lies, wanted = (f"{f}/" if f else "the folder's top" for f in (_folder(wheel), folder))
+                problems.append(f"{wheel.name}: lies in {lies}, where job {job.id} puts it in {wanted}")
     for key in sorted(expected.keys() - found.keys()):
-        problems.append(f"missing: no wheel from job {expected[key].id}")
+        job, folder = expected[key]
+        problems.append(f"missing: no wheel {key[0]} {key[1]} from job {job.id}{f' in {folder}/' if folder else ''}")
     for key in sorted(found.keys() - expected.keys()):
         problems.append(f"extra: {found[key].name} is not in the plan")
     for key, wheel in sorted(found.items()):
         if key in expected:
-            limit = expected[key].size_limit_mb
+            limit = expected[key][0].size_limit_mb
             size = wheel.stat().st_size
             if size > limit * MIB:
                 problems.append(f"{wheel.name}: {size / MIB:.1f} MiB, over its {limit} MiB limit")

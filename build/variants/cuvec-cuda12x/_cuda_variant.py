@@ -37,6 +37,9 @@ TORCH = None
 # For a build on LibTorch's stable ABI: the oldest torch it runs on (every newer one too); None where it runs on TORCH
 # alone.
 TORCH_OLDEST = None
+# For a build tied to its torch release: each release of the CUDA major's torch train -> the index page the build
+# against it is on (under the project's torch-index/); empty for others.
+TORCH_PAGES = {}
 
 # component: distribution, the components its libraries load at run time (needs), per OS the folder in
 # site-packages, the library files (the component's own first; fnmatch patterns where NVIDIA bakes a minor version
@@ -316,13 +319,22 @@ def torch_mismatch() -> str | None:
     wanted = f"torch {TORCH_OLDEST} or newer" if TORCH_OLDEST else f"torch {TORCH}"
     fix = f"pip install 'torch>={TORCH_OLDEST}'" if TORCH_OLDEST else f"pip install 'torch=={TORCH}.*'"
     built = f"{DIST_NAME} runs on {wanted}" if TORCH_OLDEST else f"{DIST_NAME} was built against {wanted}"
+    others = f", or a torch it is built for ({', '.join(TORCH_PAGES)}: each on its index page under torch-index/)"
     try:
         found = version("torch")
     except PackageNotFoundError:
-        return f"torch is not installed: {built} — {fix}"
+        return f"torch is not installed: {built} — {fix}{others if TORCH_PAGES else ''}"
     release = _release(found)
     runs = release >= _release(TORCH_OLDEST) if TORCH_OLDEST else release == _release(TORCH)
-    return None if runs else f"torch {found} is installed, but {built} — {fix}"
+    if runs:
+        return None
+    # A build tied to its torch release: the build for the installed torch, where the train has one.
+    page = next((page for train, page in TORCH_PAGES.items() if _release(train) == release), None)
+    if page:
+        fix += f", or install the build for torch {found} from the project's index page {page}"
+    elif TORCH_PAGES:
+        fix += others
+    return f"torch {found} is installed, but {built} — {fix}"
 
 
 # Per OS: the driver's library, and NVML's.

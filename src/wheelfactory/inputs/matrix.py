@@ -7,6 +7,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 from pydantic import Field
 
 from ..components import component_table, cpython_range, operating_system, platforms, toolkit_table
@@ -34,11 +35,23 @@ class TorchRelease(Strict):
     cuda: VersionText  # torch.version.cuda of that build: the toolkit release the variant's build uses
     index: str = PYPI  # the PEP 503 index it comes from (PyTorch's own, for a build PyPI does not carry)
 
+    @property
+    def label(self) -> str:
+        """pt215cu132: the local version label of a wheel built against it (as PyG and flash-attn spell theirs)."""
+        return f"pt{self.release.replace('.', '')}cu{self.cuda.replace('.', '')}"
+
+    @property
+    def index_name(self) -> str:
+        """torch2.15-cu132: its index page's folder, the torch release and its CUDA release as PyTorch spells its
+        own indexes (cu132)."""
+        return f"torch{self.release}-cu{self.cuda.replace('.', '')}"
+
 
 class CudaEntry(Strict):
     major: int = Field(ge=1)
     toolkit: VersionText
-    torch: TorchRelease | None = None
+    # The torch train: every torch release the major's PyTorch-extension recipes are built against, newest first.
+    torch: list[TorchRelease] = []
     platforms: dict[str, PlatformSettings]
     not_built: dict[str, str] = {}  # platform -> the reason it is deliberately not built
     # What users install beside this major's wheels (PyTorch, CuPy, JAX built for it), as pip requirements: the
@@ -47,9 +60,9 @@ class CudaEntry(Strict):
 
     @property
     def coinstall_neighbours(self) -> list[str]:
-        """The neighbours, and the torch the major's torch extensions are built for (`torch==R.*`): a user of
-        either torch, the newest or the one built for, must be able to install every wheel of the major."""
-        built_for = [f"torch=={self.torch.release}.*"] if self.torch else []
+        """The neighbours, and each torch the major's torch extensions are built for (`torch==R.*`): a user of any
+        of them, or of the newest, must be able to install every wheel of the major."""
+        built_for = [f"torch=={torch.release}.*" for torch in self.torch]
         return [*self.neighbours, *(line for line in built_for if line not in self.neighbours)]
 
 
@@ -134,8 +147,7 @@ def _check_cuda_entry(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem
             )
         ]
     problems = _check_toolkit(entry, at, src)
-    if entry.torch is not None:
-        problems += _check_torch(entry.torch, entry.major, (*at, "torch"), src)
+    problems += _check_train(entry.torch, entry.major, (*at, "torch"), src)
     if not entry.platforms:
         problems.append(src.problem((*at, "platforms"), "no platforms — name at least one, e.g. linux-x86_64"))
     for name, settings in entry.platforms.items():
@@ -193,6 +205,20 @@ def _check_toolkit(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
             "data/toolkits.yaml and its component versions to data/cuda_components.yaml",
         )
     ]
+
+
+def _check_train(train: list[TorchRelease], major: int, at: Loc, src: SourceMap) -> list[Problem]:
+    """Each torch a release of its own, newest first (the first is the one whose builds PyPI gets)."""
+    problems = []
+    for i, torch in enumerate(train):
+        problems += _check_torch(torch, major, (*at, i), src)
+        earlier = [t.release for t in train[:i]]
+        if torch.release in earlier:
+            problems.append(src.problem((*at, i, "release"), f"torch {torch.release} is listed twice — keep one"))
+        elif earlier and Version(torch.release) > Version(earlier[-1]):
+            message = f"torch {torch.release} is newer than {earlier[-1]} above it — list the train newest first"
+            problems.append(src.problem((*at, i, "release"), message))
+    return problems
 
 
 def _check_torch(torch: TorchRelease, major: int, at: Loc, src: SourceMap) -> list[Problem]:

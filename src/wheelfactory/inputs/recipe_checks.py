@@ -173,23 +173,23 @@ def _check_torch(recipe: Recipe, src: SourceMap, built: dict[int, Any]) -> list[
     names none is built for the majors that have one: _check_cells says when none has)."""
     if not recipe.torch or recipe.cuda is None:
         return []
-    without = [major for major, entry in built.items() if entry.torch is None]
+    without = [major for major, entry in built.items() if not entry.torch]
     if not without:
         return []
     names = ", ".join(f"CUDA {m}" for m in without)
     keep = [m for m in built if m not in without]
     limit = f", or limit the recipe to cuda: {keep}" if keep else ""
     message = (
-        f"the build needs torch, but matrix.yaml names no torch for {names} — add torch: {{release, cuda}} to that "
-        f"record{limit}"
+        f"the build needs torch, but matrix.yaml names no torch for {names} — add torch: [{{release, cuda}}] to "
+        f"that record{limit}"
     )
     return [src.problem(("torch",), message)]
 
 
 def _check_torch_abi(recipe: Recipe, src: SourceMap, built: dict[int, Any]) -> list[Problem]:
     """A stable-ABI build is a build against torch that names the oldest torch it runs on: one the stable ABI
-    exists in (STABLE_ABI_SINCE), and no newer than the torch each major's build compiles against (whose headers
-    must know the target)."""
+    exists in (STABLE_ABI_SINCE), and no newer than the newest torch of each major's train (the build compiles
+    against the oldest from the target on, whose headers must know it)."""
     if recipe.torch_abi == "release":
         if recipe.torch_target is None:
             return []
@@ -203,11 +203,12 @@ def _check_torch_abi(recipe: Recipe, src: SourceMap, built: dict[int, Any]) -> l
     if target < Version(STABLE_ABI_SINCE):
         message = f"torch {recipe.torch_target} has no stable ABI (it came in {STABLE_ABI_SINCE}) — target a later one"
         return [src.problem(("torch_target",), message)]
-    newer = [f"CUDA {m}'s {e.torch.release}" for m, e in built.items() if e.torch and Version(e.torch.release) < target]
+    newest = {m: e.torch[0].release for m, e in built.items() if e.torch}
+    newer = [f"CUDA {m}'s {release}" for m, release in newest.items() if Version(release) < target]
     if newer:
         message = (
-            f"torch {recipe.torch_target} is newer than the torch the build compiles against ({', '.join(newer)}) — "
-            "target that release or an older one, or raise it in matrix.yaml"
+            f"torch {recipe.torch_target} is newer than every torch the build may compile against (the newest: "
+            f"{', '.join(newer)}) — target that release or an older one, or add a newer one to matrix.yaml's train"
         )
         return [src.problem(("torch_target",), message)]
     return []
@@ -250,7 +251,7 @@ def _check_cells(recipe: Recipe, src: SourceMap, matrix: Matrix, majors: dict[in
         entry = majors.get(major)
         if entry is None:
             continue  # reported by _check_majors
-        if recipe.torch and entry.torch is None:
+        if recipe.torch and not entry.torch:
             reasons.append(f"CUDA {major}: matrix.yaml names no torch for it")
             continue
         asked = recipe.platforms if recipe.platforms is not None else list(entry.platforms)

@@ -216,7 +216,12 @@ def _set_aside_entries(data: object, error: ValidationError, source: SourceMap) 
         if entry is None or not entry[0]:
             return False
         entries.setdefault(entry[0], set()).add(entry[1])
-    for where, indices in entries.items():
+    # An entry inside one that goes anyway is not removed on its own; the innermost lists go first, so that the
+    # indices on the path to each are still the ones the errors name.
+    inside = [w for w in entries if any(w[:n] in entries and w[n] in entries[w[:n]] for n in range(len(w)))]
+    for where in inside:
+        del entries[where]
+    for where, indices in sorted(entries.items(), key=lambda item: -len(item[0])):
         container = data
         for part in where:
             container = container[part]  # type: ignore[index]

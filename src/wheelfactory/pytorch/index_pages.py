@@ -1,45 +1,84 @@
 """Per-(torch, CUDA) package index pages for wheels built with torch.utils.cpp_extension.
 
-Such a wheel is tied to the torch release it was compiled against, and PyPI holds one wheel per name, version and
-tag, with no local versions (`+cu130torch2.14`). So beside the PyPI upload, each torch release × CUDA release the
-wheels of a folder were built for gets a static PEP 503 index under <folder>/torch-index/torch<release>-cu<XY>/ —
-for GitHub Pages, or any static host that serves the folder whole: its links lead to the wheels, three folders up.
-Users add it with `--extra-index-url`, as they add PyTorch's own. A wheel on LibTorch's stable ABI runs on every torch
-from its target on: PyPI's one wheel serves them all, and it gets no page.
+Such a wheel is tied to the torch release it was compiled against, and a CUDA major's train names several
+releases: one wheel each, all of one name, version and tag. PyPI holds one of them, the newest torch's, under the
+plain version. So every build (that one too) is also written with a local version label, `1.2.3+pt215cu132`, under
+<folder>/torch-index/torch<release>-cu<XY>/<project>/, beside a static PEP 503 page that lists it — for GitHub
+Pages, or any static host that serves the folder whole. Users add the page with `--extra-index-url`, as they add
+PyTorch's own (PyG and flash-attn publish theirs so). A wheel on LibTorch's stable ABI runs on every torch from its
+target on: PyPI's one wheel serves them all, and it gets no label and no page.
 
-The pages are written again, whole, from the wheels in the folder (dist/ after a build; the verified wheels of a
-release): which torch a wheel was built against is its variant's (the plan's), and the wheel must require exactly
-that release. Nothing read is trusted: names are parsed before they become paths or links, every text is escaped,
-and each link's sha256 is the file's own.
+The pages are written again, whole, from the labelled wheels in the folder (dist/ after a build; the verified
+wheels of a release). Nothing read is trusted: a wheel must lie in the folder of a torch its distribution is built
+against, carry that torch's label and require exactly that release; names are parsed before they become paths or
+links, every text is escaped, and each link's sha256 is the file's own.
 """
 
 from __future__ import annotations
 
 import html
-import shutil
+import re
 import tempfile
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from ..binaries.wheelfile import metadata, requires_dist
+from .. import host
+from ..binaries.wheelfile import metadata, pack, requires_dist, unpack
 from ..errors import BadBytes, UserError
 from ..inputs import TorchRelease
 from ..untrusted.archives import sha256
 from ..untrusted.shown import shown
 
 INDEX_DIR = "torch-index"
-# The one torch a distribution's variant runs with (Plan.locked_torch_of), None for one built without torch or on
-# LibTorch's stable ABI: those need no index page per torch.
-TorchOf = Callable[[str], TorchRelease | None]
+PAGE = "index.html"
+# The torch releases a distribution's variants are each tied to (Plan.locked_torches_of): none for one built
+# without torch or on LibTorch's stable ABI.
+TorchesOf = Callable[[str], list[TorchRelease]]
 
 
-def index_name(torch: TorchRelease) -> str:
-    """torch2.14-cu130: the torch release and its CUDA release as PyTorch spells its own indexes (cu130)."""
-    return f"torch{torch.release}-cu{torch.cuda.replace('.', '')}"
+def labelled_place(wheel_name: str, torch: TorchRelease) -> str:
+    """Where the labelled copy of a wheel goes, relative to the folder that holds the wheel:
+    torch-index/torch2.15-cu132/<project>/<name>-<version>+pt215cu132-<tags>.whl."""
+    name, version, rest = wheel_name.split("-", 2)
+    project = canonicalize_name(parse_wheel_filename(wheel_name)[0])
+    return f"{INDEX_DIR}/{torch.index_name}/{project}/{name}-{version}+{torch.label}-{rest}"
+
+
+def labelled_copy(wheel: Path, torch: TorchRelease, folder: Path) -> Path:
+    """Write the wheel again with its version's local label (`+pt215cu132`) into its place under
+    <folder>/torch-index/: the same files, its .dist-info and .data folders renamed, METADATA's Version and
+    RECORD written for the new version (wheel's own packer)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=f".{INDEX_DIR}-") as scratch:
+        return _labelled_copy(wheel, torch, folder, Path(scratch))
+
+
+def _labelled_copy(wheel: Path, torch: TorchRelease, folder: Path, scratch: Path) -> Path:
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    tree = unpack(wheel, scratch / "tree")
+    stem = f"{str(name).replace('-', '_')}-{version}"
+    labelled = f"{version}+{torch.label}"
+    for suffix in (".dist-info", ".data"):
+        found = [p for p in tree.iterdir() if p.name.lower() == f"{stem}{suffix}".lower()]
+        for path in found:
+            path.rename(tree / f"{path.name.split('-', 1)[0]}-{labelled}{suffix}")
+    info = next(p for p in tree.iterdir() if p.name.endswith(f"-{labelled}.dist-info"))
+    text = (info / "METADATA").read_text(encoding="utf-8")
+    head, blank, body = text.partition("\n\n")
+    head, count = re.subn(r"(?m)^Version: .*$", f"Version: {labelled}", head, count=1)
+    if count != 1:
+        raise BadBytes(f"{shown(wheel.name)}: its METADATA names no Version")
+    (info / "METADATA").write_text(head + blank + body, encoding="utf-8")
+    packed = pack(tree, scratch)
+    target = folder / labelled_place(wheel.name, torch)
+    if packed.name != target.name:  # wheel's packer names the file from what the tree says
+        raise BadBytes(f"{shown(wheel.name)}: labelled, it packed as {shown(packed.name)}, not {shown(target.name)}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    host.place(packed, target)
+    return target
 
 
 def _requires(wheel: Path, torch: TorchRelease) -> bool:
@@ -51,30 +90,24 @@ def _requires(wheel: Path, torch: TorchRelease) -> bool:
     )
 
 
-def _indexed(folder: Path, torch_of: TorchOf) -> dict[str, dict[str, list[Path]]]:
-    """index name -> project -> its wheels in `folder`: those whose variant is built against torch."""
-    found: dict[str, dict[str, list[Path]]] = defaultdict(lambda: defaultdict(list))
-    for wheel in sorted(folder.glob("*.whl")):
-        if not wheel.is_file() or wheel.is_symlink():
-            continue
-        try:
-            project = canonicalize_name(parse_wheel_filename(wheel.name)[0])
-        except InvalidWheelFilename:
-            continue
-        torch = torch_of(project)
-        if torch is None:
-            continue
-        try:
-            required = _requires(wheel, torch)
-        except BadBytes as exc:
-            raise UserError(f"{shown(wheel.name)}: {exc}") from None
-        if not required:
-            raise UserError(
-                f"{shown(wheel.name)} does not require torch=={torch.release}.*, the torch its variant is built "
-                "against — it was not built by this matrix: build it again"
-            )
-        found[index_name(torch)][str(project)].append(wheel)
-    return found
+def _checked(wheel: Path, torches_of: TorchesOf) -> str | None:
+    """Why a wheel under torch-index/<index>/<project>/ does not belong there; None when it does."""
+    try:
+        project, version, _, _ = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename:
+        return "is no wheel's name"
+    index, folder = wheel.parent.parent.name, wheel.parent.name
+    torch = next((t for t in torches_of(project) if t.index_name == index), None)
+    if torch is None or folder != canonicalize_name(project):
+        built = ", ".join(t.index_name for t in torches_of(project)) or "no torch it is tied to"
+        return f"lies in {index}/{folder}/, where its distribution is built against {built}"
+    if version.local != torch.label:
+        return f"is not labelled +{torch.label}, the label of the wheels built against {index}"
+    try:
+        required = _requires(wheel, torch)
+    except BadBytes as exc:
+        return str(exc)
+    return None if required else f"does not require torch=={torch.release}.*, the torch it is built against"
 
 
 def _page(title: str, links: list[str]) -> str:
@@ -88,31 +121,40 @@ def _page(title: str, links: list[str]) -> str:
 def _file_link(wheel: Path) -> str:
     requires = metadata(wheel).get("Requires-Python")
     attribute = f' data-requires-python="{html.escape(requires, quote=True)}"' if requires else ""
-    href = f"../../../{quote(wheel.name)}#sha256={sha256(wheel)}"
+    href = f"{quote(wheel.name)}#sha256={sha256(wheel)}"
     return f'<a href="{html.escape(href, quote=True)}"{attribute}>{html.escape(wheel.name)}</a>'
 
 
-def write_torch_indexes(folder: Path, torch_of: TorchOf) -> list[str]:
-    """Write <folder>/torch-index/ again from the wheels in `folder` (`torch_of`: the one torch a distribution's
-    variant runs with, None for one that is not tied to one): the index names written; with none, the folder goes."""
-    indexes = _indexed(folder, torch_of)
-    target = folder / INDEX_DIR
-    if not indexes:
-        shutil.rmtree(target, ignore_errors=True)
-        return []
-    with tempfile.TemporaryDirectory(dir=folder, prefix=f".{INDEX_DIR}-") as scratch:
-        staged = Path(scratch) / INDEX_DIR
-        for name, projects in sorted(indexes.items()):
-            root = staged / name
-            root.mkdir(parents=True)
-            links = [f'<a href="{quote(project)}/">{html.escape(project)}</a>' for project in sorted(projects)]
-            (root / "index.html").write_text(_page(f"wheels built against {name}", links), encoding="utf-8")
-            for project, wheels in projects.items():
-                (root / project).mkdir()
-                page = _page(f"Links for {project}", [_file_link(w) for w in wheels])
-                (root / project / "index.html").write_text(page, encoding="utf-8")
-        shutil.rmtree(target, ignore_errors=True)
-        staged.rename(target)
+def labelled_wheels(folder: Path) -> list[Path]:
+    """The wheels under <folder>/torch-index/<index>/<project>/, plain files only."""
+    root = folder / INDEX_DIR
+    return sorted(w for w in root.glob("*/*/*.whl") if w.is_file() and not w.is_symlink())
+
+
+def write_torch_indexes(folder: Path, torches_of: TorchesOf) -> list[str]:
+    """Write the pages of <folder>/torch-index/ again from the labelled wheels there (`torches_of`: the torch
+    releases a distribution is built against): the index names written. A wheel that does not belong where it
+    lies stops it before any page is written."""
+    wheels = labelled_wheels(folder)
+    problems = [f"{shown(w.relative_to(folder).as_posix())} {why}" for w in wheels if (why := _checked(w, torches_of))]
+    if problems:
+        raise UserError("\n".join(problems) + "\n— build them again, or remove them from the folder")
+    indexes: dict[str, dict[str, list[Path]]] = {}
+    for wheel in wheels:
+        indexes.setdefault(wheel.parent.parent.name, {}).setdefault(wheel.parent.name, []).append(wheel)
+    written: set[Path] = set()
+    for name, projects in sorted(indexes.items()):
+        root = folder / INDEX_DIR / name
+        links = [f'<a href="{quote(project)}/">{html.escape(project)}</a>' for project in sorted(projects)]
+        host.write_atomically(root / PAGE, _page(f"wheels built against {name}", links))
+        written.add(root / PAGE)
+        for project, found in projects.items():
+            page = _page(f"Links for {project}", [_file_link(w) for w in found])
+            host.write_atomically(root / project / PAGE, page)
+            written.add(root / project / PAGE)
+    for stale in set((folder / INDEX_DIR).glob(f"*/{PAGE}")) | set((folder / INDEX_DIR).glob(f"*/*/{PAGE}")):
+        if stale not in written:
+            stale.unlink()  # the page of wheels no longer there
     return sorted(indexes)
 
 

@@ -3,7 +3,7 @@ them (Linux) or adds their folders to the DLL search path (Windows), and reports
 
 from __future__ import annotations
 
-from .variant_data import COMPONENTS, DIST_NAME, NEEDED, NO_WHEEL, OPTIONAL, TORCH, TORCH_OLDEST, Spec
+from .variant_data import COMPONENTS, DIST_NAME, NEEDED, NO_WHEEL, OPTIONAL, TORCH, TORCH_OLDEST, TORCH_PAGES, Spec
 
 
 # CODE_STARTS: every variant module holds what follows, as it stands.
@@ -248,10 +248,19 @@ def torch_mismatch() -> str | None:
     wanted = f"torch {TORCH_OLDEST} or newer" if TORCH_OLDEST else f"torch {TORCH}"
     fix = f"pip install 'torch>={TORCH_OLDEST}'" if TORCH_OLDEST else f"pip install 'torch=={TORCH}.*'"
     built = f"{DIST_NAME} runs on {wanted}" if TORCH_OLDEST else f"{DIST_NAME} was built against {wanted}"
+    others = f", or a torch it is built for ({', '.join(TORCH_PAGES)}: each on its index page under torch-index/)"
     try:
         found = version("torch")
     except PackageNotFoundError:
-        return f"torch is not installed: {built} — {fix}"
+        return f"torch is not installed: {built} — {fix}{others if TORCH_PAGES else ''}"
     release = _release(found)
     runs = release >= _release(TORCH_OLDEST) if TORCH_OLDEST else release == _release(TORCH)
-    return None if runs else f"torch {found} is installed, but {built} — {fix}"
+    if runs:
+        return None
+    # A build tied to its torch release: the build for the installed torch, where the train has one.
+    page = next((page for train, page in TORCH_PAGES.items() if _release(train) == release), None)
+    if page:
+        fix += f", or install the build for torch {found} from the project's index page {page}"
+    elif TORCH_PAGES:
+        fix += others
+    return f"torch {found} is installed, but {built} — {fix}"

@@ -15,6 +15,7 @@ CUDA_MAJOR: int = 12
 CUDA_TOOLKIT: str = "12.9"
 TORCH: str | None = None
 TORCH_OLDEST: str | None = None
+TORCH_PAGES: dict[str, str] = {}
 COMPONENTS: dict[str, Spec] = {
     "cudart": {
         "distribution": "nvidia-cuda-runtime-cu12",
