@@ -154,17 +154,32 @@ def build_recipe(
     recipe: str = "cuprobe",
     add: Callable[[Path], object] | None = None,
     pythons: tuple[str, ...] = ("3.12",),
+    torch: str | None = None,
     **environment: str,
 ) -> Built:
     """One recipe's Linux wheel for `pythons` (one wheel: cp312's, or the one abi3 or py3-none wheel that serves
-    them) through the whole pipeline, in a scratch copy of the project (to which `add` may add a recipe first)."""
+    them) through the whole pipeline, in a scratch copy of the project (to which `add` may add a recipe first); for
+    a recipe tied to its torch release, the build against `torch`."""
     root = copy_inputs(REPO, base / "project")
     if add is not None:
         add(root)
     matrix = matrix_for(root, image)
-    variant = next(v for v in make_plan(root, matrix, [recipe]).variants if v.major == cuda)
+    variants = make_plan(root, matrix, [recipe]).variants
+    variant = next(v for v in variants if v.major == cuda and (torch is None or (v.torch and v.torch.release == torch)))
     extra_env = changed_environment(variant, **environment) if environment else None
-    records = build(BuildRequest(root, cuda, list(pythons), [recipe], image, None, matrix, extra_env=extra_env))
+    records = build(
+        BuildRequest(
+            root,
+            cuda,
+            list(pythons),
+            [recipe],
+            image,
+            None,
+            matrix,
+            extra_env=extra_env,
+            torch=[torch] if torch else None,
+        )
+    )
     assert len(records) == 1
     return Built(root, records[0], variant)
 

@@ -230,10 +230,10 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
         lines = lines[: rng.randrange(len(lines) + 1)]  # truncated
     elif operation == 6:
         lines[i] = b" " * rng.randrange(1, 6) + lines[i]  # indentation
-    else:  # a value replaced: the text after one of the line's separators, a key's ": ", a list's "- " or a flow
-        # list's "[" / ", " (any of them: a flow mapping's first value as likely as its last)
+    else:  # a value replaced: the text after a key's ": ", a list's "- " or a flow list's "[" / ", " — the line's
+        # last, or half the time any of them (a flow mapping's first values too)
         starts = [m.end() for m in re.finditer(rb": |- |\[|, ", lines[i])]
-        at = rng.choice(starts) if starts else -1
+        at = (starts[-1] if rng.randrange(2) else rng.choice(starts)) if starts else -1
         if at >= 0:
             end = min((p for p in (lines[i].find(c, at) for c in (b",", b"]", b"}")) if p >= 0), default=len(lines[i]))
             lines[i] = lines[i][:at] + rng.choice(VALUES).encode() + lines[i][end:]

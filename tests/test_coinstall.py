@@ -55,9 +55,16 @@ def test_what_a_wheel_would_move_is_its_own_requirement_the_release_misses(tmp_p
     assert _requirement_on(wheel, canonicalize_name("cupy-cuda13x"), "14.0.0") is None
 
 
-def test_the_torch_a_major_builds_for_is_a_neighbour_too() -> None:
+def test_each_torch_a_major_builds_for_is_a_neighbour_too() -> None:
     cuda = {v.major: v.cuda for v in make_plan(REPO).variants}
-    assert cuda[13].coinstall_neighbours == ["torch>=2.14", "cupy-cuda13x", "jax[cuda13]", "torch==2.14.*"]
+    assert cuda[13].coinstall_neighbours == [
+        "torch>=2.14",
+        "cupy-cuda13x",
+        "jax[cuda13]",
+        "torch==2.15.*",
+        "torch==2.14.*",
+        "torch==2.11.*",
+    ]
     assert cuda[12].coinstall_neighbours == ["cupy-cuda12x", "jax[cuda12]"]
 
 

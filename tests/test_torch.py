@@ -90,9 +90,9 @@ def test_a_torch_build_is_one_variant_per_torch_of_the_train_each_with_its_toolk
     assert [(v.key, v.torch.release, v.cuda.toolkit, v.on_pypi) for v in plan.variants] == [  # type: ignore[union-attr]
         ("torchlike-cuda13x-torch2.15", "2.15", "13.2", True),
         ("torchlike-cuda13x-torch2.14", "2.14", "13.0", False),
+        ("torchlike-cuda13x-torch2.11", "2.11", "13.0", False),
     ]
-    newest, older = render_plan(plan, torch_project)
-    for rendered, release in ((newest, "2.15"), (older, "2.14")):
+    for rendered, release in zip(render_plan(plan, torch_project), ("2.15", "2.14", "2.11"), strict=True):
         pyproject = tomllib.loads(rendered.files["pyproject.toml"])
         # Whatever the sdist says (torch>=1.7.1 would take the newest torch, built for another CUDA): the train's.
         assert pyproject["build-system"]["requires"] == ["setuptools>=61", f"torch=={release}.*", "ninja"]
@@ -100,8 +100,8 @@ def test_a_torch_build_is_one_variant_per_torch_of_the_train_each_with_its_toolk
         assert dependencies[:2] == [f"torch=={release}.*", "numpy"] and "torch>=1.7.1" not in dependencies
         assert f"TORCH = '{release}'" in rendered.files["_cuda_variant.py"]
         assert (
-            "TORCH_PAGES = {'2.15': 'torch-index/torch2.15-cu132/', '2.14': 'torch-index/torch2.14-cu130/'}"
-            in rendered.files["_cuda_variant.py"]
+            "TORCH_PAGES = {'2.15': 'torch-index/torch2.15-cu132/', '2.14': 'torch-index/torch2.14-cu130/', "
+            "'2.11': 'torch-index/torch2.11-cu130/'}" in rendered.files["_cuda_variant.py"]
         )
     variant = _variant(torch_project)
     # torch's libraries are never grafted by auditwheel.
@@ -147,7 +147,7 @@ def test_the_torch_train_is_known_releases_of_its_major_newest_first(
     torch_project: Path, train: str, said: list[str]
 ) -> None:
     matrix = torch_project / OFFLINE_MATRIX
-    ours = '- {release: "2.15", cuda: "13.2"}\n      - {release: "2.14", cuda: "13.0"}'
+    ours = "- " + "\n      - ".join(('{release: "2.15", cuda: "13.2"}', '{release: "2.14", cuda: "13.0"}'))
     assert ours in matrix.read_text()
     matrix.write_text(matrix.read_text().replace(ours, train))
     with pytest.raises(InputError) as raised:
@@ -375,7 +375,7 @@ def test_nvcc_drops_the_cache_wrappers_ccbin_keeps_the_factorys_and_names_any_ot
     assert said in done.stderr if said else done.stderr == ""
 
 
-OTHERS = "or a torch it is built for (2.15, 2.14: each on its index page under torch-index/)"
+OTHERS = "or a torch it is built for (2.15, 2.14, 2.11: each on its index page under torch-index/)"
 
 
 @pytest.mark.parametrize(
@@ -419,6 +419,7 @@ def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_th
     assert [(job["id"], job["torch"], job["toolkit"], job["args"][:4]) for job in builds] == [
         ("torchlike-cuda13x-torch2.15-manylinux_x86_64", "2.15", "13.2", ["--recipe", "torchlike", "--torch", "2.15"]),
         ("torchlike-cuda13x-torch2.14-manylinux_x86_64", "2.14", "13.0", ["--recipe", "torchlike", "--torch", "2.14"]),
+        ("torchlike-cuda13x-torch2.11-manylinux_x86_64", "2.11", "13.0", ["--recipe", "torchlike", "--torch", "2.11"]),
     ]
     jobs = plan.wheel_jobs()
     cp312 = [job.as_json() for job in jobs if job.cell.python == "3.12"]
@@ -429,8 +430,11 @@ def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_th
         ("torchlike-cuda13x-torch2.14-cp312-manylinux_x86_64",
          "torch-index/torch2.14-cu130/torchlike-cuda13x/torchlike_cuda13x-*+pt214cu130-cp312-cp312-manylinux*_x86_64.whl",
          False),
+        ("torchlike-cuda13x-torch2.11-cp312-manylinux_x86_64",
+         "torch-index/torch2.11-cu130/torchlike-cuda13x/torchlike_cuda13x-*+pt211cu130-cp312-cp312-manylinux*_x86_64.whl",
+         False),
     ]  # fmt: skip
-    # What the release holds for cp312: the 2.15 build under the plain name (PyPI's), both under their labels.
+    # What the release holds for cp312: the 2.15 build under the plain name (PyPI's), each under its label.
     release = tmp_path / "release"
     release.mkdir()
     plain = make_wheel(release, "torchlike_cuda13x-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl", metadata=DESCRIBED)
@@ -464,5 +468,7 @@ def test_a_build_asks_for_a_torch_of_the_train_or_is_told_which_there_are(torch_
     assert [v.key for v in pipeline._variants(plan, request)] == [v.key for v in plan.variants]
     chosen = pipeline._variants(plan, dataclasses.replace(request, torch=["2.14"]))
     assert [v.key for v in chosen] == ["torchlike-cuda13x-torch2.14"]
-    with pytest.raises(UserError, match=r"--torch 2\.13: the matrix's CUDA 13 torch train is 2\.15, 2\.14 — pick"):
+    with pytest.raises(
+        UserError, match=r"--torch 2\.13: the matrix's CUDA 13 torch train is 2\.15, 2\.14, 2\.11 — pick"
+    ):
         pipeline._variants(plan, dataclasses.replace(request, torch=["2.13"]))

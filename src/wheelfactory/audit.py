@@ -373,9 +373,12 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     modules = {b.module for b in binaries if b.module}
     libraries = {_binary_name(b) for b in binaries if not b.module}
     problems += declared_problems(variant, modules, name.os, name.arch, libraries)
-    if name.version != Version(variant.recipe.version):
+    # A wheel tied to one torch release may also be its labelled copy, as its index page holds it.
+    locked = variant.locked_torch
+    versions = [variant.recipe.version, *([f"{variant.recipe.version}+{locked.label}"] if locked else [])]
+    if name.version not in {Version(v) for v in versions}:
         problems.append(
-            f"the build made version {name.version}, the recipe says {variant.recipe.version} — make the recipe's "
+            f"the build made version {name.version}, the recipe says {' or '.join(versions)} — make the recipe's "
             "version the source's"
         )
     return WheelAudit(built.path.name, name.platform_tag, size, binaries, problems)

@@ -533,14 +533,16 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
 
 def _torches(recipe: Recipe, entry: CudaEntry) -> list[TorchRelease | None]:
     """What each of the recipe's variants of a major compiles against: nothing, for a build without torch; each
-    release of the train, for one tied to a torch release; for a stable-ABI build, the oldest release of the train
-    from its target on (its toolkit the oldest too: what runs beside every torch of the range)."""
+    release of the train, for one tied to a torch release; for a stable-ABI build, one torch: the newest of the
+    train built with the CUDA release of the oldest from its target on — newest headers (TORCH_TARGET_VERSION keeps
+    to the target's API), and a toolkit no newer than the oldest torch of the range brings."""
     if not recipe.torch:
         return [None]
     if recipe.torch_abi != "stable" or recipe.torch_target is None:
         return list(entry.torch)
     target = Version(recipe.torch_target)
-    return [next(t for t in reversed(entry.torch) if Version(t.release) >= target)]
+    oldest = next(t for t in reversed(entry.torch) if Version(t.release) >= target)
+    return [next(t for t in entry.torch if t.cuda == oldest.cuda)]
 
 
 def _built_with(entry: CudaEntry, torch: TorchRelease | None) -> CudaEntry:
