@@ -57,15 +57,18 @@ def labelled_copy(wheel: Path, torch: TorchRelease, folder: Path) -> Path:
 
 
 def _labelled_copy(wheel: Path, torch: TorchRelease, folder: Path, scratch: Path) -> Path:
-    name, version, _, _ = parse_wheel_filename(wheel.name)
     tree = unpack(wheel, scratch / "tree")
-    stem = f"{str(name).replace('-', '_')}-{version}"
+    prefix, version = wheel.name.split("-", 2)[:2]  # the file name's own spelling of both
     labelled = f"{version}+{torch.label}"
     for suffix in (".dist-info", ".data"):
-        found = [p for p in tree.iterdir() if p.name.lower() == f"{stem}{suffix}".lower()]
+        found = [p for p in tree.iterdir() if p.is_dir() and p.suffix == suffix]
+        if len(found) > 1:
+            raise BadBytes(f"{shown(wheel.name)}: {len(found)} {suffix} folders at its top, where a wheel has one")
         for path in found:
-            path.rename(tree / f"{path.name.split('-', 1)[0]}-{labelled}{suffix}")
-    info = next(p for p in tree.iterdir() if p.name.endswith(f"-{labelled}.dist-info"))
+            path.rename(tree / f"{prefix}-{labelled}{suffix}")
+    info = tree / f"{prefix}-{labelled}.dist-info"
+    if not (info / "METADATA").is_file():
+        raise BadBytes(f"{shown(wheel.name)}: no .dist-info/METADATA at its top")
     text = (info / "METADATA").read_text(encoding="utf-8")
     head, blank, body = text.partition("\n\n")
     head, count = re.subn(r"(?m)^Version: .*$", f"Version: {labelled}", head, count=1)
