@@ -97,8 +97,15 @@ def test_cuprobe_resolves_beside_its_default_neighbours(
     assert main(["--root", str(REPO), "coinstall", str(dist)]) == 0, capsys.readouterr()
     entries = {e["wheel"]: e for e in json.loads((dist / "report.json").read_text())["wheels"]}
     beside13 = entries[built13.wheel.name]["coinstall"]
-    # The matrix's neighbours, and the torch its CUDA 13 torch extensions are built for.
-    assert set(beside13) == {"torch>=2.14", "torch==2.14.*", "cupy-cuda13x", "jax[cuda13]"}
+    # The matrix's neighbours, and each torch of the train its CUDA 13 torch extensions are built for.
+    assert set(beside13) == {
+        "torch>=2.14",
+        "torch==2.15.*",
+        "torch==2.14.*",
+        "torch==2.11.*",
+        "cupy-cuda13x",
+        "jax[cuda13]",
+    }
     assert set(entries[built12.wheel.name]["coinstall"]) == {"cupy-cuda12x", "jax[cuda12]"}
     for neighbour in beside13.values():
         assert neighbour["resolved"] and neighbour["release"]

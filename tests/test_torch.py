@@ -34,6 +34,7 @@ from wheelfactory.pytorch.index_pages import INDEX_DIR, labelled_copy, write_tor
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
 from wheelfactory.repair import repair
+from wheelfactory.report import WheelRecord
 from wheelfactory.verify import verify, wheels_in
 
 from .conftest import OFFLINE_MATRIX, REPO, copy_inputs, torch_mismatch_said
@@ -472,3 +473,18 @@ def test_a_build_asks_for_a_torch_of_the_train_or_is_told_which_there_are(torch_
         UserError, match=r"--torch 2\.13: the matrix's CUDA 13 torch train is 2\.15, 2\.14, 2\.11 — pick"
     ):
         pipeline._variants(plan, dataclasses.replace(request, torch=["2.13"]))
+
+
+def test_the_report_keys_each_wheel_by_where_it_goes_in_dist(torch_project: Path, tmp_path: Path) -> None:
+    for release, places in (
+        ("2.15", ["torchlike_cuda13x-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+                  "torch-index/torch2.15-cu132/torchlike-cuda13x/torchlike_cuda13x-1.0.0+pt215cu132-cp312-cp312-"
+                  "manylinux_2_28_x86_64.whl"]),
+        ("2.14", ["torch-index/torch2.14-cu130/torchlike-cuda13x/torchlike_cuda13x-1.0.0+pt214cu130-cp312-cp312-"
+                  "manylinux_2_28_x86_64.whl"]),
+    ):  # fmt: skip
+        (tmp_path / release).mkdir()
+        variant = _variant(torch_project, release)
+        wheel = _wheel(variant, tmp_path / release, requires_torch=True)
+        record = WheelRecord(BuiltWheel(variant, Cell("3.12", "linux-x86_64"), wheel, "image", None, None))  # type: ignore[arg-type]
+        assert (record.places, record.wheel) == (places, places[0])

@@ -103,7 +103,7 @@ class WheelRecord:
             "abi": name.abi,
             "pythons": list(built.cell.pythons),
             "platform": built.cell.platform,
-            "tags": sorted(str(t) for t in parse_wheel_filename(self.wheel)[3]),
+            "tags": sorted(str(t) for t in parse_wheel_filename(built.path.name)[3]),
             "size_bytes": built.path.stat().st_size,
             "passed": self.passed,
             "binaries": binaries,
