@@ -488,3 +488,15 @@ def test_the_report_keys_each_wheel_by_where_it_goes_in_dist(torch_project: Path
         wheel = _wheel(variant, tmp_path / release, requires_torch=True)
         record = WheelRecord(BuiltWheel(variant, Cell("3.12", "linux-x86_64"), wheel, "image", None, None))  # type: ignore[arg-type]
         assert (record.places, record.wheel) == (places, places[0])
+
+
+def test_a_build_of_another_recipe_keeps_the_pages_of_the_labelled_wheels_in_dist(
+    torch_project: Path, tmp_path: Path
+) -> None:
+    variant = _variant(torch_project)
+    assert variant.torch is not None
+    dist = torch_project / "dist"
+    labelled_copy(_wheel(variant, tmp_path, requires_torch=True), variant.torch, dist)
+    request = BuildRequest(torch_project, 13, ["3.12"], ["cuprobe"], None, None, torch_project / OFFLINE_MATRIX)
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["cuprobe"])
+    assert pipeline.index_pages(request, plan, dist) == ["torch2.14-cu130"]

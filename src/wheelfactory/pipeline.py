@@ -135,10 +135,17 @@ def build(request: BuildRequest) -> list[WheelRecord]:
         records += _build_variant(rendered[variant.key], cells, image, request, dist)
     write_report(records, dist)
     summary(records)
-    indexes = write_torch_indexes(dist, plan.locked_torches_of)
+    indexes = index_pages(request, plan, dist)
     if indexes:
         console.print(f"index pages of the wheels built against torch: {describe(dist, indexes)}", markup=False)
     return records
+
+
+def index_pages(request: BuildRequest, plan: Plan, dist: Path) -> list[str]:
+    """Write dist/'s torch index pages again: they list every labelled wheel there, those of the recipes this run
+    did not build too (the project's plan judges each)."""
+    whole = make_plan(request.root, request.matrix) if request.recipes else plan
+    return write_torch_indexes(dist, whole.locked_torches_of)
 
 
 def _build_variant(
