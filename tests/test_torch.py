@@ -23,6 +23,7 @@ from wheelfactory import pipeline
 from wheelfactory.audit import audit_wheel
 from wheelfactory.binaries.wheelcheck import check_wheel
 from wheelfactory.binaries.wheelfile import WheelName, compatible_platforms, pack
+from wheelfactory.build import inject_loader
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
 from wheelfactory.declared import excluded_libraries
@@ -500,3 +501,33 @@ def test_a_build_of_another_recipe_keeps_the_pages_of_the_labelled_wheels_in_dis
     request = BuildRequest(torch_project, 13, ["3.12"], ["cuprobe"], None, None, torch_project / OFFLINE_MATRIX)
     plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["cuprobe"])
     assert pipeline.index_pages(request, plan, dist) == ["torch2.14-cu130"]
+
+
+def test_an_import_that_fails_beside_another_torch_names_the_page_of_the_build_for_it(
+    torch_project: Path, tmp_path: Path
+) -> None:
+    """`python -m torchlike._cuda_variant` imports the package first, whose extension fails to load beside torch
+    2.11 (torch's C++ symbols differ): the traceback is followed by the line that names the build for 2.11."""
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"])
+    rendered = next(r for r in render_plan(plan, torch_project) if r.variant.key == "torchlike-cuda13x-torch2.14")
+    package = tmp_path / "site" / "torchlike"
+    package.mkdir(parents=True)
+    (package / "_cuda_variant.py").write_text(rendered.files["_cuda_variant.py"])
+    (package / "__init__.py").write_text(
+        "raise ImportError('_ops.so: undefined symbol: _ZN3c1019NotImplementedError')\n"
+    )
+    inject_loader(package / "__init__.py")
+    info = tmp_path / "site" / "torch-2.11.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys, runpy; sys.path[:0] = [{str(tmp_path / 'site')!r}]; "
+         "runpy.run_module('torchlike._cuda_variant', run_name='__main__')"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1 and "undefined symbol" in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "torchlike-cuda13x: torch 2.11.0 is installed, but torchlike-cuda13x was built against torch 2.14 — pip "
+        "install 'torch==2.14.*', or install the build for torch 2.11.0 from the project's index page "
+        "torch-index/torch2.11-cu130/"
+    )

@@ -563,7 +563,9 @@ _CUDA_FAILURES = ("no kernel image is available", "unsupported toolchain", "driv
 
 def _point_at_diagnostic() -> None:
     """Chain sys.excepthook: after the usual traceback of an uncaught error that is one of those three, one line
-    sends the user here. The error itself is untouched."""
+    sends the user here; after an import error of a package built against one torch release beside another torch
+    (its extensions miss torch's C++ symbols), one line says which torch it needs and where its build for the
+    installed one is. The error itself is untouched."""
     import sys
 
     previous = sys.excepthook
@@ -576,6 +578,9 @@ def _point_at_diagnostic() -> None:
             print(
                 f"{DIST_NAME}: `python -m {__name__}` says which GPUs and drivers this wheel supports", file=sys.stderr
             )
+        mismatch = torch_mismatch() if isinstance(value, ImportError) else None
+        if mismatch:
+            print(f"{DIST_NAME}: {mismatch}", file=sys.stderr)
 
     excepthook._wheelfactory_module = __name__  # type: ignore[attr-defined]
     sys.excepthook = excepthook
