@@ -276,11 +276,11 @@ def test_release_gate_wants_exactly_the_planned_wheels(built12: Built, tmp_path:
     assert verify(ours, [wheel]) == []
 
     problems = verify(jobs, [wheel])
-    assert len(problems) == len(jobs) - 1 and all(p.startswith("missing: no wheel from job") for p in problems)
+    assert len(problems) == len(jobs) - 1 and all(p.startswith("missing: no wheel ") for p in problems)
 
     other = ours[0] | {"dist_name": "cuprobe-cuda13x"}
     assert verify([other], [wheel]) == [
-        "missing: no wheel from job cuprobe-cuda12x-cp312-manylinux_x86_64",
+        "missing: no wheel cuprobe-cuda13x 0.1.0 from job cuprobe-cuda12x-cp312-manylinux_x86_64",
         f"extra: {wheel.name} is not in the plan",
     ]
     # The wheel as pip and PyPI see it: the factory's own build passes every check of the gate.
