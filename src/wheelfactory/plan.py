@@ -21,7 +21,7 @@ from .components import OS, component_table, operating_system, platforms, toolki
 from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, TorchRelease, load_matrix, load_recipe, requires_python
 from .inputs.recipe import most_specific
-from .pytorch.index_pages import INDEX_DIR as TORCH_INDEX_DIR
+from .pytorch.index_pages import labelled_place
 from .untrusted.shown import shown
 
 
@@ -267,11 +267,8 @@ class WheelJob:
         variant = self.build.variant
         dist = variant.dist_name.replace("-", "_")
         platform = platforms()[self.cell.platform].identifier.replace("manylinux_", "manylinux*_")
-        locked = variant.locked_torch
-        if locked is None:
-            return f"{dist}-*-{self.cell.python_tag}-{platform}.whl"
-        folder = f"{TORCH_INDEX_DIR}/{locked.index_name}/{canonicalize_name(variant.dist_name)}"
-        return f"{folder}/{dist}-*+{locked.label}-{self.cell.python_tag}-{platform}.whl"
+        plain = f"{dist}-*-{self.cell.python_tag}-{platform}.whl"
+        return labelled_place(plain, variant.locked_torch) if variant.locked_torch else plain
 
     def as_json(self) -> dict[str, object]:
         variant = self.build.variant

@@ -47,7 +47,7 @@ from .errors import InputError, Problem, UserError
 from .gpus import code_facts, products_covered, runs_on
 from .plan import Plan, Variant
 from .platforms import PLATFORMS
-from .pytorch.index_pages import INDEX_DIR
+from .pytorch.index_pages import index_page
 from .source_metadata import (
     Readme,
     SourceText,
@@ -100,7 +100,7 @@ def torch_pages(variant: Variant) -> dict[str, str]:
     is on (the variant module names the right one when another torch is installed)."""
     if variant.locked_torch is None:
         return {}
-    return {torch.release: f"{INDEX_DIR}/{torch.index_name}/" for torch in variant.cuda.torch}
+    return {torch.release: index_page(torch) for torch in variant.cuda.torch}
 
 
 def _requirement_name(line: str) -> str | None:

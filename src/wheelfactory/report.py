@@ -19,7 +19,7 @@ from .components import install_layouts
 from .declared import torch_requirement
 from .gpus import CodeSummary, minimum_driver, products_covered
 from .progress import console
-from .pytorch.index_pages import INDEX_DIR, labelled_place
+from .pytorch.index_pages import index_page, labelled_place
 from .smoke.results import Steps, TierResult
 from .untrusted.shown import one_line
 
@@ -160,7 +160,7 @@ def torch_json(built: BuiltWheel) -> dict[str, object] | None:
         "index": torch.index,
         # For a wheel tied to its torch release: its local label and the index page its labelled copy is on.
         "label": torch.label if built.variant.locked_torch else None,
-        "index_page": f"{INDEX_DIR}/{torch.index_name}/" if built.variant.locked_torch else None,
+        "index_page": index_page(torch) if built.variant.locked_torch else None,
         "requires": torch_requirement(built.variant),
         "abi": built.variant.recipe.torch_abi,
         "target": built.variant.torch_target,

@@ -144,8 +144,9 @@ def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path
         if key in expected:
             job, folder = expected[key]
             problems += [f"{wheel.name}: {p}" for p in _tag_problems(name, job)]
-            if _folder(wheel) != folder:
-                lies, wanted = (f"{f}/" if f else "the folder's top" for f in (_folder(wheel), folder))
+            found_in = _folder(wheel)
+            if found_in != folder:
+                lies, wanted = (f"{f}/" if f else "the folder's top" for f in (found_in, folder))
                 problems.append(f"{wheel.name}: lies in {lies}, where job {job.id} puts it in {wanted}")
     for key in sorted(expected.keys() - found.keys()):
         job, folder = expected[key]

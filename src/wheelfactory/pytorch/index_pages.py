@@ -39,12 +39,16 @@ PAGE = "index.html"
 TorchesOf = Callable[[str], list[TorchRelease]]
 
 
+def index_page(torch: TorchRelease) -> str:
+    """The folder of a torch's index page, relative to the folder of the wheels: torch-index/torch2.15-cu132/."""
+    return f"{INDEX_DIR}/{torch.index_name}/"
+
+
 def labelled_place(wheel_name: str, torch: TorchRelease) -> str:
     """Where the labelled copy of a wheel goes, relative to the folder that holds the wheel:
-    torch-index/torch2.15-cu132/<project>/<name>-<version>+pt215cu132-<tags>.whl."""
+    torch-index/torch2.15-cu132/<project>/<name>-<version>+pt215cu132-<tags>.whl (a glob's `*` version too)."""
     name, version, rest = wheel_name.split("-", 2)
-    project = canonicalize_name(parse_wheel_filename(wheel_name)[0])
-    return f"{INDEX_DIR}/{torch.index_name}/{project}/{name}-{version}+{torch.label}-{rest}"
+    return f"{index_page(torch)}{canonicalize_name(name)}/{name}-{version}+{torch.label}-{rest}"
 
 
 def labelled_copy(wheel: Path, torch: TorchRelease, folder: Path) -> Path:
@@ -100,9 +104,10 @@ def _checked(wheel: Path, torches_of: TorchesOf) -> str | None:
     except InvalidWheelFilename:
         return "is no wheel's name"
     index, folder = wheel.parent.parent.name, wheel.parent.name
-    torch = next((t for t in torches_of(project) if t.index_name == index), None)
+    torches = torches_of(project)
+    torch = next((t for t in torches if t.index_name == index), None)
     if torch is None or folder != canonicalize_name(project):
-        built = ", ".join(t.index_name for t in torches_of(project)) or "no torch it is tied to"
+        built = ", ".join(t.index_name for t in torches) or "no torch it is tied to"
         return f"lies in {index}/{folder}/, where its distribution is built against {built}"
     if version.local != torch.label:
         return f"is not labelled +{torch.label}, the label of the wheels built against {index}"
