@@ -9,7 +9,7 @@ Every run must pass.
 Then a py3-none wheel (tests/sources/ctlib: a CUDA library opened with ctypes at import, one wheel for every
 Python), built once for CUDA 12: its smoke on one Python (3.12) against its smoke on the two it is smoke-tested on
 by default (the oldest and the newest it serves; here 3.10 and 3.13, the newest the offline image has), run by run
-(goal: ≤ 1.6×).
+(goal: ≤ 1.6×), and in how many runs the newest took what pip installed on the oldest (smoke/sharing.py).
 
 Usage: python bench/bench_smoke.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 5]
 (needs Docker; about three minutes, most of it ctlib's first build)
@@ -34,12 +34,14 @@ from wheelfactory.smoke import smoke
 from wheelfactory.smoke.results import Steps
 
 
-def _timed_smoke(built: BuiltWheel) -> float:
+def _timed_smoke(built: BuiltWheel) -> tuple[float, bool]:
+    """The smoke's wall time, and whether another Python took the first one's installs (smoke/sharing.py)."""
     started = time.monotonic()
     results = smoke(built)
     if not all(r.passed for r in results):
         raise SystemExit(f"a smoke run failed: {[r.label for r in results if not r.passed]}")
-    return time.monotonic() - started
+    took = any(c.name.startswith("pip would install on Python") for r in results for c in r.checks)
+    return time.monotonic() - started, took
 
 
 def _one_and_two_pythons(root: Path, args: Namespace) -> list[tuple[str, str]]:
@@ -53,12 +55,14 @@ def _one_and_two_pythons(root: Path, args: Namespace) -> list[tuple[str, str]]:
         raise SystemExit(f"the py3-none wheel did not pass: {record.why_not()}")
     built = record.built
     both = built.smoke_pythons
-    pairs = []
+    pairs, taken = [], []
     for _ in range(args.runs):
         built.asked_pythons = ("3.12",)
-        one = _timed_smoke(built)
+        one, _ = _timed_smoke(built)
         built.asked_pythons = both
-        pairs.append((one, _timed_smoke(built)))
+        two, took = _timed_smoke(built)
+        pairs.append((one, two))
+        taken.append(took)
     figures = [
         (f"  run {i}: {' and '.join(both)} / 3.12 alone", f"{two:.1f} s / {one:.1f} s = {two / one:.2f}×")
         for i, (one, two) in enumerate(pairs, 1)
@@ -68,6 +72,10 @@ def _one_and_two_pythons(root: Path, args: Namespace) -> list[tuple[str, str]]:
         (f"py3-none wheel ({built.path.name}), median of {args.runs}", ""),
         *figures,
         (f"  median: {' and '.join(both)} / 3.12 alone", f"{two:.1f} s / {one:.1f} s = {two / one:.2f}×"),
+        (
+            f"  {both[-1]} took the installs of {both[0]} (the same pip, the same files)",
+            f"{sum(taken)} of {len(taken)} runs",
+        ),
     ]
 
 

@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -20,9 +21,10 @@ from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
 from wheelfactory.smoke import smoke
 from wheelfactory.smoke.installs import shared_install, standin_variant
-from wheelfactory.smoke.machines import DECOY_CUDA, ContainerMachine, HostMachine, register_decoys
+from wheelfactory.smoke.machines import DECOY_CUDA, ContainerMachine, HostMachine, SmokeContainer, register_decoys
 from wheelfactory.smoke.nvidia import nvidia_wheels, runtime_site
 from wheelfactory.smoke.results import Steps, TierResult
+from wheelfactory.smoke.sharing import differs_by_python
 from wheelfactory.smoke.tiers import NVRTC_COMPILE, tier1, tier2, two_variants
 from wheelfactory.toolkit.provision import provision
 
@@ -35,10 +37,10 @@ CUDART = {11: "libcudart.so.11.0", 12: "libcudart.so.12", 13: "libcudart.so.13"}
 NVRTC = {11: "libnvrtc.so.11.2", 12: "libnvrtc.so.12", 13: "libnvrtc.so.13"}
 # Where each layout's nvidia/ is, as /proc/self/maps names it (the base interpreter may sit behind a link).
 SITES = {
-    ("venv", "floors"): "/smoke/cuda/lib/python3.12/site-packages/nvidia/",
+    ("venv", "floors"): "/smoke/3.12/cuda/lib/python3.12/site-packages/nvidia/",
     ("system-site-packages", "floors"): "/lib/python3.12/site-packages/nvidia/",
-    ("target", "floors"): "/smoke/target/nvidia/",
-    ("venv", "newest"): "/smoke/newest/lib/python3.12/site-packages/nvidia/",
+    ("target", "floors"): "/smoke/3.12/target/nvidia/",
+    ("venv", "newest"): "/smoke/3.12/newest/lib/python3.12/site-packages/nvidia/",
 }
 
 
@@ -89,7 +91,7 @@ def test_the_runtime_comes_from_the_pip_wheels_in_every_layout(
         # elsewhere (outside the venv layout the variant module loaded every declared component at import).
         assert CUDART[major] in [Path(lib).name for lib in runtime.libraries], (name, runtime.libraries)
         assert all(SITES[name] in lib for lib in runtime.libraries), (name, runtime.libraries)
-        assert name == ("venv", "floors") or not [lib for lib in runtime.libraries if "/smoke/cuda/" in lib]
+        assert name == ("venv", "floors") or not [lib for lib in runtime.libraries if "/smoke/3.12/cuda/" in lib]
         assert not [lib for lib in runtime.libraries if lib.startswith(SYSTEM_CUDA)]
         # NVRTC compiled a kernel while a decoy copy of its builtins was registered with ldconfig: the builtins
         # it opened by name are this layout's, as every other CUDA library mapped.
@@ -223,7 +225,7 @@ def test_a_library_shipped_as_a_data_file_works_where_the_recipe_says(datalib: B
     assert target.unsupported and "pip install --target puts no data file there" in target.unsupported
     failed = [c for c in target.checks if not c.ok]
     assert [c.name for c in failed] == datalib.variant.recipe.smoke.with_cuda  # the rest loads and imports
-    assert all("datalib: library not found at /smoke/targeted/lib/libdatalib.so" in c.detail for c in failed)
+    assert all("datalib: library not found at /smoke/3.12/targeted/lib/libdatalib.so" in c.detail for c in failed)
     # The report and the variant's description say which layouts it works in, and why not the other.
     (reported,) = json.loads((datalib.root / "dist/report.json").read_text())["wheels"]
     assert {n: (v["supported"], v["why_not"]) for n, v in reported["layouts"].items()} == {
@@ -237,8 +239,8 @@ def test_a_library_shipped_as_a_data_file_works_where_the_recipe_says(datalib: B
 
 
 def _tree(machine: ContainerMachine, prefixes: list[str]) -> dict[str, dict[str, str]]:
-    """Every file and link under each venv prefix (but NVIDIA's mounted nvidia/): its mode and content's hash,
-    or where it links to."""
+    """Every file and link under each venv prefix or folder (but NVIDIA's mounted nvidia/): its mode and content's
+    hash, or where it links to."""
     walk = (
         "import hashlib, json, os, sys\n"
         "trees = {}\n"
@@ -256,10 +258,14 @@ def _tree(machine: ContainerMachine, prefixes: list[str]) -> dict[str, dict[str,
         "                tree[key] = oct(os.stat(path).st_mode) + ' ' + digest\n"
         "print(json.dumps(trees))\n"
     )
-    command = [machine.engine, "exec", machine.container, machine.base, "-c", walk, *prefixes]
+    command = [machine.container.engine, "exec", machine.container.container, machine.base, "-c", walk, *prefixes]
     listed = subprocess.run(command, capture_output=True, text=True, check=True)
     trees: dict[str, dict[str, str]] = json.loads(listed.stdout)
     return trees
+
+
+def _differ(one: dict[str, str], other: dict[str, str]) -> list[str]:
+    return sorted(k for k in one.keys() | other.keys() if one.get(k) != other.get(k))
 
 
 def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> None:
@@ -268,33 +274,92 @@ def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> 
     include/, the scripts in bin/ naming their own venv's interpreter, and RECORD saying so."""
     built = datalib.record.built
     runtimes = {v: runtime_site(built.toolkit, nvidia_wheels(built.path, v)) for v in ("floors", "newest")}
-    copied = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path, Steps())
-    installed = ContainerMachine(built.image or "", built.path, runtimes, "3.12", None, built.path, Steps())
+    copied = SmokeContainer(built.image or "", built.path, runtimes, {"3.12": None}, built.path, Steps())
+    installed = SmokeContainer(built.image or "", built.path, runtimes, {"3.12": None}, built.path, Steps())
     try:
-        bare, layouts = copied.create_venvs()
+        machine, by_pip_machine = copied.machine("3.12"), installed.machine("3.12")
+        bare, layouts = machine.create_venvs()
         first, *others = [layout.python for layout in layouts if layout.name != "target"]
-        checks = shared_install(copied, built, first, [bare, *others])
+        checks = shared_install(machine, built, first, [bare, *others])
         assert all(c.ok for c in checks), checks
-        installed.create_venvs()
+        by_pip_machine.create_venvs()
         for python in [first, bare, *others]:
-            done = installed.install(python, "--no-deps", installed.wheel)
+            done = by_pip_machine.install(python, "--no-deps", by_pip_machine.wheel)
             assert done.returncode == 0, done.stderr
         prefixes = [python.removesuffix("/bin/python") for python in [first, bare, *others]]
-        by_copy, by_pip = _tree(copied, prefixes), _tree(installed, prefixes)
+        by_copy, by_pip = _tree(machine, prefixes), _tree(by_pip_machine, prefixes)
     finally:
         copied.close()
         installed.close()
     for prefix in prefixes:
-        differ = sorted(
-            k for k in by_copy[prefix].keys() | by_pip[prefix].keys() if by_copy[prefix].get(k) != by_pip[prefix].get(k)
-        )
-        assert not differ, (prefix, differ)
+        assert not _differ(by_copy[prefix], by_pip[prefix]), prefix
         files = by_pip[prefix]
         assert {"lib/libdatalib.so", "bin/datalib-info", "bin/datalib-version"} <= files.keys(), prefix
         assert f"include/site/python3.12/{datalib.variant.dist_name}/datalib.h" in files, prefix
         for script in ("bin/datalib-info", "bin/datalib-version"):  # pip wrote each venv's own interpreter
             assert by_copy[prefix][script].startswith("0o100755"), (prefix, script)
         assert not [p for p in prefixes if p != prefix and by_copy[p]["bin/datalib-info"] == files["bin/datalib-info"]]
+
+
+def test_one_pythons_install_serves_another_exactly_as_pip_installs_there(datalib: Built, tmp_path: Path) -> None:
+    """What pip installed on CPython 3.10, copied into 3.13's venvs (sharing.py), against pip's own installs on 3.13:
+    identical trees — the package, the library under the prefix's lib/, the header pip puts under
+    include/site/python3.13/, the scripts naming their own venv's interpreter, and a requirement from PyPI with a
+    console script of its own (wheel's). datalib's wheel is retagged py3-none for it (a wheel that serves both);
+    the image's one pip runs on each. A --target folder, filled by pip on each Python, differs only in the
+    console script, the header (under include/site/python3.X/ there too) and the RECORDs that list them:
+    sharing.py shares one only where no wheel writes a script or a header."""
+    built = datalib.record.built
+    shutil.copy(built.path, tmp_path / built.path.name)
+    retag = [sys.executable, "-m", "wheel", "tags", "--remove", "--python-tag", "py3", "--abi-tag", "none"]
+    retagged = subprocess.run([*retag, tmp_path / built.path.name], capture_output=True, text=True, check=True)
+    wheel = tmp_path / retagged.stdout.strip().splitlines()[-1]
+    requirements = tmp_path / "requirements"
+    download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", requirements]
+    subprocess.run([*download, "wheel==0.45.1"], check=True)
+    assert differs_by_python(wheel) and differs_by_python(next(requirements.glob("wheel-*.whl")))
+    runtimes = {v: runtime_site(built.toolkit, nvidia_wheels(built.path, v)) for v in ("floors", "newest")}
+    found: dict[str, Path | None] = {"3.10": requirements, "3.13": requirements}
+    copied = SmokeContainer(built.image or "", wheel, runtimes, found, wheel, Steps())
+    installed = SmokeContainer(built.image or "", wheel, runtimes, found, wheel, Steps())
+
+    def install(machine: ContainerMachine, python: str, *into: str) -> None:
+        for args in (["--find-links", str(machine.requirements), "wheel"], ["--no-deps", machine.wheel]):
+            done = machine.install(python, *into, *args)
+            assert done.returncode == 0, done.stderr
+
+    try:
+        oldest, newest, by_pip_machine = copied.machine("3.10"), copied.machine("3.13"), installed.machine("3.13")
+        oldest_bare, _ = oldest.create_venvs()
+        bare, layouts = newest.create_venvs()
+        by_pip_machine.create_venvs()
+        assert oldest.pip == newest.pip and oldest.pip is not None  # the premise: one pip in the image
+        source = next(layout.python for layout in oldest.layouts if layout.name == "venv")
+        install(oldest, source)
+        venvs = [bare, *(layout.python for layout in layouts if layout.name != "target")]
+        copy = newest.copy_installed(source, venvs, oldest)
+        assert copy.returncode == 0, copy.stderr
+        for python in venvs:
+            install(by_pip_machine, python)
+        prefixes = [python.removesuffix("/bin/python") for python in venvs]
+        by_copy, by_pip = _tree(newest, prefixes), _tree(by_pip_machine, prefixes)
+        # --target folders filled by pip on each Python (not the layouts' own, which hold NVIDIA's mount).
+        install(oldest, oldest_bare, "--target", "/tmp/target-3.10")
+        install(newest, bare, "--target", "/tmp/target-3.13")
+        folders = _tree(newest, ["/tmp/target-3.10", "/tmp/target-3.13"])
+    finally:
+        copied.close()
+        installed.close()
+    for prefix in prefixes:
+        assert not _differ(by_copy[prefix], by_pip[prefix]), prefix
+        files = by_pip[prefix]
+        assert {"lib/libdatalib.so", "bin/datalib-info", "bin/wheel"} <= files.keys(), prefix
+        assert f"include/site/python3.13/{datalib.variant.dist_name}/datalib.h" in files, prefix
+        assert "lib/python3.13/site-packages/wheel/__init__.py" in files, prefix
+    differ = _differ(folders["/tmp/target-3.10"], folders["/tmp/target-3.13"])
+    header = f"{datalib.variant.dist_name}/datalib.h"
+    assert {"bin/wheel", f"include/site/python3.10/{header}", f"include/site/python3.13/{header}"} <= set(differ)
+    assert all(path.startswith(("bin/", "include/site/")) or path.endswith("/RECORD") for path in differ), differ
 
 
 def test_two_real_variants_in_one_venv_are_named_and_either_alone_is_silent(

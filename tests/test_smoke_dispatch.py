@@ -46,7 +46,8 @@ def _variant(project: Path) -> Variant:
 
 
 class Recorder:
-    """Stands in for a machine: records how it was made, and has no venv to offer."""
+    """Stands in for a machine, or the container of every Python's machine: records how it was made, and has no
+    venv to offer."""
 
     made: ClassVar[list[tuple[object, ...]]] = []
 
@@ -56,6 +57,9 @@ class Recorder:
     def create_venvs(self) -> tuple[str, list[Layout]]:
         raise RuntimeError("recorded")
 
+    def machine(self, python: str) -> Recorder:
+        raise RuntimeError("recorded")
+
     def close(self) -> None:
         pass
 
@@ -63,7 +67,7 @@ class Recorder:
 @pytest.fixture(autouse=True)
 def _record(monkeypatch: pytest.MonkeyPatch) -> None:
     Recorder.made = []
-    monkeypatch.setattr(smoke, "ContainerMachine", Recorder)
+    monkeypatch.setattr(smoke, "SmokeContainer", Recorder)
     monkeypatch.setattr(smoke, "HostMachine", Recorder)
     # NVIDIA's wheels at each set of versions, and their runtime site, stand in by name.
     monkeypatch.setattr(smoke, "nvidia_wheels", lambda wheel, versions, pinned: (Path(f"/{versions}.whl"),))
@@ -102,9 +106,10 @@ def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_
     # cuprobe uses NVRTC: its builtins under each runtime's nvidia/ become the container's decoy system copy.
     decoys = ("cuda_nvrtc/lib/libnvrtc-builtins.so.12.*", "cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.*")
     image = "quay.io/pypa/manylinux_2_28_x86_64"
-    assert made[:5] + made[7:] == (image, wheel.resolve(), runtimes, "3.12", None, decoys)
-    assert made[5].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
-    assert isinstance(made[6], Steps)  # the smoke's steps, which the machine times its own into
+    # One container for every Python the wheel is smoke-tested on, with each one's requirements (here: none).
+    assert made[:4] + made[6:] == (image, wheel.resolve(), runtimes, {"3.12": None}, decoys)
+    assert made[4].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert isinstance(made[5], Steps)  # the smoke's steps, which the container times its own into
 
 
 def test_a_linux_host_says_it_cannot_smoke_a_windows_wheel(

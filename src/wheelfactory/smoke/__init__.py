@@ -2,7 +2,9 @@
 or the runner itself (Windows).
 
 Tiers 1 and 2 run side by side in their own venvs, tier 3 meanwhile on this machine; a wheel that serves several
-Pythons (abi3, py3-none) gets tiers 1 and 2 on the oldest and the newest of them. What each binary must do
+Pythons (abi3, py3-none) gets tiers 1 and 2 on the oldest and the newest of them — each Python a machine of its own
+in one container, the newest taking what pip installed on the oldest where pip would install the same files there
+(sharing.py). What each binary must do
 comes from what it really links (its DT_NEEDED or PE imports, as the repair read them), not from what the recipe
 allows: a module that opens CUDA lazily must import without it.
 
@@ -46,22 +48,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import host
 from ..built import BuiltWheel
 from ..components import operating_system
 from ..declared import torch_neighbours
 from ..errors import UserError
 from ..platforms import platform_of
-from ..pytorch.install import TorchInstall
-from .installs import download_requirements, shared_install, standin_variant, torch_installs
-from .machines import ContainerMachine, HostMachine, Machine
+from .installs import (
+    download_requirements,
+    install_checks,
+    installs_without_nvidia,
+    shared_install,
+    standin_variant,
+    torch_installs,
+)
+from .machines import ContainerMachine, HostMachine, Layout, SmokeContainer
 from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
 from .results import Check, Steps, TierResult
-from .tiers import neighbour_name, nvrtc_decoys, tier1, tier2, tier3, two_variants
-
-
-def _once_installed(installing: Future[list[Check]], run: Callable[..., TierResult], *args: object) -> TierResult:
-    """`run(*args)` on a venv that holds a copy of the shared install, once it is there."""
-    return run(*args, installed=installing.result())
+from .sharing import Sharing, sharing
+from .tiers import neighbour_name, nvrtc_decoys, tier1, tier2, tier3, two_variants, two_variants_installs
 
 
 def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
@@ -84,7 +89,7 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
     image = built.image if machine_kind == "container" else None  # the clean machine: a container of it, or this host
     # Each Python's machine beside the others' (a py3-none wheel's two take little more than one): the pool is
     # large enough that every install a tier waits for has a thread of its own.
-    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(8 * len(pythons)) as pool:
+    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(12 * len(pythons)) as pool:
         metadata_tier = pool.submit(_timed, steps, "tier 3", tier3, wheel, built.variant)  # while the machine starts
         (Path(scratch) / "neighbour").mkdir()
         with steps.timed("a stand-in of another variant"):
@@ -95,42 +100,9 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
         results = []
         for i, line in enumerate(torches):
             (Path(scratch) / str(i)).mkdir()
-            clean = _Clean(image, wheel, neighbour, steps, Path(scratch) / str(i))
-            results += _beside_torch(built, line, pythons, clean, pool, labelled=len(torches) > 1)
+            clean = _Clean(image, wheel, neighbour, steps, Path(scratch) / str(i), pool)
+            results += _beside_torch(built, line, pythons, clean, labelled=len(torches) > 1)
         return [*results, metadata_tier.result()]
-
-
-def _beside_torch(
-    built: BuiltWheel,
-    line: str | None,
-    pythons: tuple[str, ...],
-    clean: _Clean,
-    pool: ThreadPoolExecutor,
-    *,
-    labelled: bool,
-) -> list[TierResult]:
-    """Tiers 1 and 2 on each of `pythons`, beside the torch that requirement `line` installs (None: no torch), its
-    NVIDIA wheels in the layouts; with `labelled`, each result names that torch."""
-    steps = clean.steps
-    torch = torch_installs(built, line, pythons)
-    beside = next(iter(torch.values()), None)  # the same on each Python (torch_installs holds it to that)
-    pinned = beside.nvidia if beside else None
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {}
-    for versions in ("floors", "newest"):
-        with steps.timed(f"NVIDIA's wheels at the {versions}"):
-            nvidia[versions] = nvidia_wheels(clean.wheel, versions, pinned)
-    # The layouts' NVIDIA wheels, laid out once for every Python the wheel is smoke-tested on.
-    with steps.timed("lay out the runtime sites"):
-        runtimes = {v: runtime_site(built.toolkit, w) for v, w in nvidia.items()} if clean.image else {}
-    decoys = nvrtc_decoys(built.variant) if clean.image else ()
-    machines = _Machines(runtimes, nvidia, decoys)
-    with ThreadPoolExecutor(len(pythons)) as each_python:
-        on_pythons = [each_python.submit(_on_python, built, python, clean, machines, torch, pool) for python in pythons]
-        results = [result for on_python in on_pythons for result in on_python.result()]
-    if labelled and beside:
-        for result in results:
-            result.torch = beside.others["torch"]
-    return results
 
 
 @dataclass(frozen=True)
@@ -142,43 +114,231 @@ class _Clean:
     neighbour: Path
     steps: Steps
     scratch: Path
+    pool: ThreadPoolExecutor  # where installs and tiers run, beside each other
+
+
+def _beside_torch(
+    built: BuiltWheel, line: str | None, pythons: tuple[str, ...], clean: _Clean, *, labelled: bool
+) -> list[TierResult]:
+    """Tiers 1 and 2 on each of `pythons`, beside the torch that requirement `line` installs (None: no torch), its
+    NVIDIA wheels in the layouts; with `labelled`, each result names that torch."""
+    steps = clean.steps
+    torch = torch_installs(built, line, pythons)
+    beside = next(iter(torch.values()), None)  # the same on each Python (torch_installs holds it to that)
+    pinned = beside.nvidia if beside else None
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {}
+    for versions in ("floors", "newest"):
+        with steps.timed(f"NVIDIA's wheels at the {versions}"):
+            nvidia[versions] = nvidia_wheels(clean.wheel, versions, pinned)
+    pins = {python: torch[python].other_pins() if torch else [] for python in pythons}
+    downloads = {python: clean.pool.submit(_requirements, clean, python, pins[python]) for python in pythons}
+    found = {python: download.result() for python, download in downloads.items()}
+    if clean.image is None:
+        results = _on_this_host(built, clean, nvidia, found, pins)
+    else:
+        # The layouts' NVIDIA wheels, laid out once for every Python, in one container for all of them.
+        with steps.timed("lay out the runtime sites"):
+            runtimes = {v: runtime_site(built.toolkit, w) for v, w in nvidia.items()}
+        container = SmokeContainer(
+            clean.image, clean.wheel, runtimes, found, clean.neighbour, steps, nvrtc_decoys(built.variant)
+        )
+        try:
+            results = _in_container(built, container, found, pins, clean.pool)
+        finally:
+            container.close()
+    if labelled and beside:
+        for result in results:
+            result.torch = beside.others["torch"]
+    return results
+
+
+def _requirements(clean: _Clean, python: str, torch_pins: list[str]) -> Path | None:
+    """One CPython's non-CUDA requirements, downloaded for it."""
+    (clean.scratch / f"requirements-{python}").mkdir()
+    with clean.steps.timed(f"{python}: download the requirements"):
+        return download_requirements(clean.wheel, python, clean.scratch / f"requirements-{python}", torch_pins)
+
+
+def _on_this_host(
+    built: BuiltWheel,
+    clean: _Clean,
+    nvidia: dict[NvidiaVersions, tuple[Path, ...]],
+    found: dict[str, Path | None],
+    pins: dict[str, list[str]],
+) -> list[TierResult]:
+    """Each Python's tiers on this host (Windows), a machine of its own each, beside the others; each tier runs
+    pip itself."""
+
+    def on_python(python: str) -> list[TierResult]:
+        machine = HostMachine(clean.wheel, nvidia, python, found[python], clean.neighbour, clean.steps)
+        machine.torch_pins = pins[python]
+        try:
+            bare, layouts = machine.create_venvs()
+            tiers = [] if machine.torch_pins else [clean.pool.submit(tier1, machine, bare, built)]
+            layout_tiers = [clean.pool.submit(tier2, machine, layout, built) for layout in layouts]
+            tiers += layout_tiers
+            if machine.torch_pins:  # its two-variants check runs with the first layout's venv, once that holds torch
+                tiers.append(
+                    clean.pool.submit(_after, layout_tiers[0], two_variants, machine, layouts[0].python, built)
+                )
+            else:
+                tiers.append(clean.pool.submit(two_variants, machine, bare, built))
+            return _on(built, python, [tier.result() for tier in tiers])
+        finally:
+            machine.close()
+
+    with ThreadPoolExecutor(len(found)) as each_python:
+        return [result for run in list(each_python.map(on_python, found)) for result in run]
 
 
 @dataclass(frozen=True)
-class _Machines:
-    """What the clean machines beside one torch (or none) hold of NVIDIA's wheels."""
+class _Installed:
+    """The installs on one Python's machine, each the future of its checks, and the venvs they fill."""
 
-    runtimes: dict[NvidiaVersions, Path]  # laid out for a container's layouts to mount
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]]  # the wheels themselves, for a host's pip to install
-    decoys: tuple[str, ...]
+    bare: str  # tier 1's venv (by its Python)
+    layouts: list[Layout]
+    venvs: Future[list[Check]]  # the wheel and its requirements, in every venv of the machine
+    target: Future[list[Check]]  # the same in the --target layout's folder
+    beside: Future[list[Check]]  # the two-variants folder
+    beside_python: str  # the Python that runs the two-variants check
 
 
-def _on_python(
+def _in_container(
     built: BuiltWheel,
-    python: str,
-    clean: _Clean,
-    machines: _Machines,
-    torch: dict[str, TorchInstall],
+    container: SmokeContainer,
+    found: dict[str, Path | None],
+    pins: dict[str, list[str]],
     pool: ThreadPoolExecutor,
 ) -> list[TierResult]:
-    """Tiers 1 and 2 on one CPython's clean machine, its requirements downloaded for it first."""
-    (clean.scratch / f"requirements-{python}").mkdir()
-    torch_pins = torch[python].other_pins() if torch else []
-    with clean.steps.timed(f"{python}: download the requirements"):
-        found = download_requirements(clean.wheel, python, clean.scratch / f"requirements-{python}", torch_pins)
-    machine: Machine
-    if clean.image is not None:
-        machine = ContainerMachine(
-            clean.image, clean.wheel, machines.runtimes, python, found, clean.neighbour, clean.steps, machines.decoys
+    """Tiers 1 and 2 on each Python's machine in the container, beside each other: pip installs on the first, and
+    on another Python only where it would not install the same files there (sharing.py)."""
+    machines = [container.machine(python) for python in found]
+    for machine in machines:
+        machine.torch_pins = pins[machine.python]
+    first, *others = machines
+    first_installed = pool.submit(_pip_installs, built, first, pool)
+
+    def on_other(machine: ContainerMachine) -> list[TierResult]:
+        bare, layouts = machine.create_venvs()
+        taken = first_installed.result()
+        shared = sharing(built.path, first, machine, found)
+        if shared is None:
+            installed = _pip_installs(built, machine, pool, (bare, layouts))
+        else:
+            installed = _taken(built, machine, first, taken, shared, pool, bare)
+        return _tiers(built, machine, installed, pool)
+
+    with ThreadPoolExecutor(len(machines)) as each_python:
+        runs = [each_python.submit(lambda: _tiers(built, first, first_installed.result(), pool))]
+        runs += [each_python.submit(on_other, machine) for machine in others]
+        return [result for run in runs for result in run.result()]
+
+
+def _pip_installs(
+    built: BuiltWheel,
+    machine: ContainerMachine,
+    pool: ThreadPoolExecutor,
+    venvs: tuple[str, list[Layout]] | None = None,
+) -> _Installed:
+    """pip's runs on one Python's machine (its venvs made first, unless `venvs` says they are): one into the first
+    venv layout, copied into the other venvs; the folders' own (_folders)."""
+    bare, layouts = venvs or machine.create_venvs()
+    first, *others = [layout for layout in layouts if layout.name != "target"]
+    copies = [bare, *(layout.python for layout in others)]
+    installing = pool.submit(shared_install, machine, built, first.python, copies)
+    return _folders(built, machine, pool, bare, installing)
+
+
+def _folders(
+    built: BuiltWheel, machine: ContainerMachine, pool: ThreadPoolExecutor, bare: str, installing: Future[list[Check]]
+) -> _Installed:
+    """pip's runs into the --target layout's folder (pip lays a wheel out differently there) and the two-variants
+    folder, beside `installing`, the install that fills the machine's venvs."""
+    layouts = machine.layouts
+    (target,) = [layout for layout in layouts if layout.name == "target"]
+    targeting = pool.submit(
+        install_checks, machine, target.python, installs_without_nvidia(machine, built, target.pythonpath)
+    )
+    beside_installs = two_variants_installs(machine, built)
+    if machine.torch_pins:  # torch (and NVIDIA's wheels) come from the first venv: the folder waits for it
+        first = next(layout for layout in layouts if layout.name != "target")
+        beside = pool.submit(_after, installing, install_checks, machine, first.python, beside_installs)
+        return _Installed(bare, layouts, installing, targeting, beside, first.python)
+    beside = pool.submit(install_checks, machine, bare, beside_installs)
+    return _Installed(bare, layouts, installing, targeting, beside, bare)
+
+
+def _taken(
+    built: BuiltWheel,
+    machine: ContainerMachine,
+    first: ContainerMachine,
+    taken: _Installed,
+    shared: Sharing,
+    pool: ThreadPoolExecutor,
+    bare: str,
+) -> _Installed:
+    """What pip installed on `first`, taken by another Python's machine where pip would install the same there:
+    its venvs get copies, and its tiers use the --target folders pip filled on `first` where no script or header is
+    (else pip fills its own)."""
+    venvs = [bare, *(layout.python for layout in machine.layouts if layout.name != "target")]
+    copying = pool.submit(_copied, machine, first, taken, shared, venvs)
+    if not shared.folders:
+        return _folders(built, machine, pool, bare, copying)
+    machine.take_folders(first)
+    where = f"filled by pip on Python {first.python}, where no wheel puts a script or a header"
+    targeting = pool.submit(_filled, taken.target, f"the --target folder {where}", shared)
+    beside = pool.submit(_filled, taken.beside, f"the two-variants folder {where}", shared)
+    return _Installed(bare, machine.layouts, copying, targeting, beside, bare)
+
+
+def _copied(
+    machine: ContainerMachine, first: ContainerMachine, taken: _Installed, shared: Sharing, venvs: list[str]
+) -> list[Check]:
+    """The first Python's install (once pip is done there) copied into `venvs` of `machine`'s Python."""
+    installed = taken.venvs.result()
+    checks = [c for c in installed if c.name.startswith("the NVIDIA requirements are met")]
+    checks.append(shared.check)
+    if not all(c.ok for c in installed):
+        return [*checks, Check(f"the install on Python {first.python}", False, "it failed there")]
+    source = next(layout.python for layout in taken.layouts if layout.name != "target")
+    copied = machine.copy_installed(source, venvs, first)
+    what = f"the install of Python {first.python} copied into the {len(venvs)} venvs"
+    return [*checks, Check(what, copied.returncode == 0, host.tail(copied.stderr, 8))]
+
+
+def _filled(installing: Future[list[Check]], what: str, shared: Sharing) -> list[Check]:
+    """The checks of a folder another Python's pip filled: whether it did."""
+    done = all(c.ok for c in installing.result())
+    return [shared.check, Check(what, done, "" if done else "pip failed there")]
+
+
+def _tiers(
+    built: BuiltWheel, machine: ContainerMachine, installed: _Installed, pool: ThreadPoolExecutor
+) -> list[TierResult]:
+    """Tiers 1 and 2, and the two-variants check, on one Python's machine, each once its installs are done. A wheel
+    built against torch has no tier 1: PyPI's torch does not import without NVIDIA's libraries."""
+    tiers = [] if machine.torch_pins else [pool.submit(_once, installed.venvs, tier1, machine, installed.bare, built)]
+    tiers += [
+        pool.submit(
+            _once, installed.target if layout.name == "target" else installed.venvs, tier2, machine, layout, built
         )
-    else:
-        machine = HostMachine(clean.wheel, machines.nvidia, python, found, clean.neighbour, clean.steps)
-    machine.torch_pins = torch_pins
-    on_python = _smoke_on(built, machine, pool)
-    if built.cell.abi != "cpython":  # the wheel serves several: say which one each ran on
-        for result in on_python:
+        for layout in installed.layouts
+    ]
+    tiers.append(pool.submit(_once, installed.beside, two_variants, machine, installed.beside_python, built))
+    return _on(built, machine.python, [tier.result() for tier in tiers])
+
+
+def _on(built: BuiltWheel, python: str, results: list[TierResult]) -> list[TierResult]:
+    """`results`, each saying the Python it ran on where the wheel serves several (abi3, py3-none)."""
+    if built.cell.abi != "cpython":
+        for result in results:
             result.python = python
-    return on_python
+    return results
+
+
+def _once(installing: Future[list[Check]], run: Callable[..., TierResult], *args: object) -> TierResult:
+    """`run(*args)` on what the install fills, once it is there, with its checks."""
+    return run(*args, installed=installing.result())
 
 
 def _timed(steps: Steps, name: str, run: Callable[..., TierResult], *args: object) -> TierResult:
@@ -186,42 +346,7 @@ def _timed(steps: Steps, name: str, run: Callable[..., TierResult], *args: objec
         return run(*args)
 
 
-def _after(first: Future[Any], run: Callable[..., TierResult], *args: object) -> TierResult:
+def _after(first: Future[Any], run: Callable[..., Any], *args: object) -> Any:
     """`run(*args)` once `first` is done (a venv it fills is what `run` uses)."""
     first.result()
     return run(*args)
-
-
-def _smoke_on(built: BuiltWheel, machine: Machine, pool: ThreadPoolExecutor) -> list[TierResult]:
-    """Tiers 1 and 2, and the two-variants check, on one CPython's clean machine (closed when they are done). A
-    wheel built against torch has no tier 1: PyPI's torch does not import without NVIDIA's libraries, so its
-    two-variants check runs with the first layout's venv, once that holds torch."""
-    with_torch = bool(machine.torch_pins)
-    try:
-        bare, layouts = machine.create_venvs()
-        if isinstance(machine, ContainerMachine):
-            # One pip run serves every venv that holds the wheel: the first layout's, copied into the others; the
-            # --target folder gets its own (pip lays a wheel out differently there).
-            first, *others = [layout for layout in layouts if layout.name != "target"]
-            copies = [bare, *(layout.python for layout in others)]
-            installing = pool.submit(shared_install, machine, built, first.python, copies)
-            tiers = [] if with_torch else [pool.submit(_once_installed, installing, tier1, machine, bare, built)]
-            tiers += [
-                pool.submit(tier2, machine, lay, built)
-                if lay.name == "target"
-                else pool.submit(_once_installed, installing, tier2, machine, lay, built)
-                for lay in layouts
-            ]
-            holding_torch: Future[Any] = installing
-        else:
-            tiers = [] if with_torch else [pool.submit(tier1, machine, bare, built)]
-            layout_tiers = [pool.submit(tier2, machine, layout, built) for layout in layouts]
-            tiers += layout_tiers
-            first, holding_torch = layouts[0], layout_tiers[0]
-        if with_torch:
-            tiers.append(pool.submit(_after, holding_torch, two_variants, machine, first.python, built))
-        else:
-            tiers.append(pool.submit(two_variants, machine, bare, built))
-        return [tier.result() for tier in tiers]
-    finally:
-        machine.close()

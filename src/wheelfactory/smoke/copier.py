@@ -1,10 +1,12 @@
 """Runs inside a smoke container with its base Python; standard library only.
 
-    python wheelfactory_copy.py SITE SOURCE_PYTHON TARGET_PYTHON...
+    python wheelfactory_copy.py SOURCE_VERSION SOURCE_PYTHON TARGET_VERSION TARGET_PYTHON...
 
-Copies what pip installed into one venv (SOURCE_PYTHON's) into other venvs, as pip would have installed it there:
-one pip run serves every venv of the smoke. SITE is site-packages relative to a venv's prefix
-(lib/python3.12/site-packages), the same in each.
+Copies what pip installed into one venv (SOURCE_PYTHON's, a CPython SOURCE_VERSION such as 3.10) into other venvs
+(of CPython TARGET_VERSION), as pip would have installed it there: one pip run serves every venv of the smoke.
+Where the versions differ, what pip puts under a folder named for the version (lib/python3.10/site-packages,
+include/site/python3.10) goes under the target's; the caller has made sure pip would install the same files on
+both (smoke/sharing.py).
 
 Every distribution pip installed (a *.dist-info folder that is not a link: NVIDIA's are linked in from the
 runtime site) is copied file by file as its RECORD lists them, wherever pip put each: site-packages, the prefix's
@@ -52,16 +54,38 @@ def _script(path: str, source_python: str, target_python: str) -> bytes | None:
         return b"#!" + os.fsencode(target_python) + first[len(shebang) :] + script.read()
 
 
-def copy_distribution(dist_info: str, site: str, source_python: str, targets: list[str]) -> None:
+def _site(version: str) -> str:
+    return os.path.join("lib", f"python{version}", "site-packages")
+
+
+def _versioned(version: str) -> tuple[str, ...]:
+    """The folders, relative to a venv's prefix, that pip's scheme names for the CPython version."""
+    return (os.path.join("lib", f"python{version}"), os.path.join("include", "site", f"python{version}"))
+
+
+def _placed(relative: str, source_version: str, target_version: str) -> str:
+    """Where a file at `relative` (to the source venv's prefix) goes in the target venv."""
+    for source, target in zip(_versioned(source_version), _versioned(target_version), strict=True):
+        if relative.startswith(source + os.sep):
+            return target + relative[len(source) :]
+    return relative
+
+
+def copy_distribution(
+    dist_info: str, source_version: str, source_python: str, target_version: str, targets: list[str]
+) -> None:
     source_prefix = _prefix(source_python)
-    source_site = os.path.join(source_prefix, site)
+    source_site = os.path.join(source_prefix, _site(source_version))
     with open(os.path.join(dist_info, "RECORD"), "rb") as record:
         text = record.read().decode("utf-8")
     newline = "\r\n" if "\r\n" in text else "\n"
     rows = list(csv.reader(io.StringIO(text, newline="")))
-    record_path = os.path.relpath(os.path.join(dist_info, "RECORD"), source_prefix)
+    record_path = _placed(
+        os.path.relpath(os.path.join(dist_info, "RECORD"), source_prefix), source_version, target_version
+    )
     for target_python in targets:
         target_prefix = _prefix(target_python)
+        target_site = os.path.join(target_prefix, _site(target_version))
         written = []
         for row in rows:
             if not row:
@@ -69,9 +93,11 @@ def copy_distribution(dist_info: str, site: str, source_python: str, targets: li
             found = os.path.normpath(os.path.join(source_site, row[0]))
             if os.path.isabs(row[0]) or not found.startswith(source_prefix + os.sep) or not os.path.isfile(found):
                 raise CannotCopy(f"RECORD of {os.path.basename(dist_info)} lists {row[0]!r}, not a file of the venv")
-            relative = os.path.relpath(found, source_prefix)
+            relative = _placed(os.path.relpath(found, source_prefix), source_version, target_version)
             placed = os.path.join(target_prefix, relative)
             os.makedirs(os.path.dirname(placed), exist_ok=True)
+            if target_version != source_version:  # RECORD names each file relative to site-packages, as pip does
+                row = [os.path.relpath(placed, target_site), *row[1:]]
             if relative == record_path:
                 written.append(row)
                 continue
@@ -93,13 +119,13 @@ def copy_distribution(dist_info: str, site: str, source_python: str, targets: li
 
 
 def main(argv: list[str]) -> int:
-    site, source_python, targets = argv[1], argv[2], argv[3:]
-    source_site = os.path.join(_prefix(source_python), site)
+    source_version, source_python, target_version, targets = argv[1], argv[2], argv[3], argv[4:]
+    source_site = os.path.join(_prefix(source_python), _site(source_version))
     try:
         for entry in sorted(os.listdir(source_site)):
             dist_info = os.path.join(source_site, entry)
             if entry.endswith(".dist-info") and not os.path.islink(dist_info):
-                copy_distribution(dist_info, site, source_python, targets)
+                copy_distribution(dist_info, source_version, source_python, target_version, targets)
     except (CannotCopy, OSError, ValueError, csv.Error) as exc:
         print(f"cannot copy the install: {exc}", file=sys.stderr)
         return 1

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sysconfig
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import as_file, files
 from pathlib import Path, PurePath
 from typing import Protocol
@@ -78,20 +78,17 @@ class Machine(Protocol):
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]: ...
 
-    def close(self) -> None: ...
 
-
-class ContainerMachine:
-    """Linux: a fresh container of the build image, with no network.
+class SmokeContainer:
+    """Linux: one fresh container of the build image, with no network, for every Python a wheel is smoke-tested on
+    (beside one torch); each Python's machine (`machine`) keeps its venvs under a folder of its own.
 
     The host may have CUDA installed (a toolkit in ld.so.conf, say), which would let a broken wheel pass tier 1;
     a container of the build image has none (a test puts one there, to show it masks nothing). The wheel, the
     runtime sites (NVIDIA's wheels unpacked, at the floors and the newest) and the probe are mounted read-only;
-    a runtime site's nvidia/ is mounted where pip would have put it for each layout — the CUDA venv's
-    site-packages, the base interpreter's (under a --system-site-packages venv) and a --target folder, at the
-    floors; a second venv's, at the newest — with the distributions' metadata linked beside it. One pip run into
-    the first venv serves the others that install the wheel in a venv (`copy_installed`); the --target folder
-    gets a pip run of its own, whose layout differs.
+    a runtime site's nvidia/ is mounted where pip would have put it for each layout of each Python — the CUDA
+    venv's site-packages, the base interpreter's (under a --system-site-packages venv) and a --target folder, at
+    the floors; a second venv's, at the newest — with the distributions' metadata linked beside it.
     """
 
     def __init__(
@@ -99,66 +96,108 @@ class ContainerMachine:
         image: str,
         wheel: Path,
         runtimes: dict[NvidiaVersions, Path],
-        python: str,
-        requirements: Path | None,
+        requirements: dict[str, Path | None],
         neighbour: Path,
         steps: Steps,
         decoys: tuple[str, ...] = (),
     ) -> None:
         self.engine = host.container_engine()
-        # Files of the runtime sites (patterns under their nvidia/) copied into a system folder registered with
-        # ldconfig, as a CUDA toolkit install registers its own: what the system's loader would find first.
-        self.decoys = decoys
+        self.steps, self.runtimes = steps, runtimes  # runtimes: on the host, the NVIDIA wheels the layouts mount
         self.wheel = f"/smoke/wheels/{wheel.name}"
-        self.requirements = "/smoke/requirements" if requirements else None
-        self.neighbour, self.side_by_side = f"/smoke/neighbour/{neighbour.name}", "/smoke/side-by-side"
-        self.torch_pins: list[str] = []
-        self.steps, self.step_prefix = steps, f"{python}: "
-        self.runtimes = runtimes  # on the host: the NVIDIA wheels the layouts mount
-        prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
-        self.base, self.python = f"{prefix}/bin/python", python
-        self.base_site = f"{prefix}/lib/python{python}/site-packages"
-        site = f"lib/python{python}/site-packages"
-        self.layouts = [
-            Layout("venv", "/smoke/cuda/bin/python", f"/smoke/cuda/{site}"),
-            Layout("system-site-packages", "/smoke/layered/bin/python", self.base_site),
-            Layout("target", "/smoke/targeted/bin/python", "/smoke/target", "/smoke/target"),
-            Layout("venv", "/smoke/newest/bin/python", f"/smoke/newest/{site}", versions="newest"),
-        ]
+        self.neighbour = f"/smoke/neighbour/{neighbour.name}"
+        self.machines = {python: ContainerMachine(self, python, found) for python, found in requirements.items()}
         with as_file(PROBE_SOURCE) as probe, as_file(COPY_SOURCE) as copy:
             mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:{TOOLS}/wheelfactory_probe.py:ro"]
             mounts.append(f"{copy}:{TOOLS}/wheelfactory_copy.py:ro")
             mounts.append(f"{neighbour.parent}:/smoke/neighbour:ro")
             mounts += [f"{runtime}:/smoke/runtime/{versions}:ro" for versions, runtime in runtimes.items()]
-            mounts += [
-                f"{runtimes[layout.versions] / 'nvidia'}:{layout.site}/nvidia:ro"
-                for layout in self.layouts
-                if (runtimes[layout.versions] / "nvidia").is_dir()
-            ]
-            if requirements:
-                mounts.append(f"{requirements}:{self.requirements}:ro")
+            for machine, found in zip(self.machines.values(), requirements.values(), strict=True):
+                mounts += [
+                    f"{runtimes[layout.versions] / 'nvidia'}:{layout.site}/nvidia:ro"
+                    for layout in machine.layouts
+                    if (runtimes[layout.versions] / "nvidia").is_dir()
+                ]
+                if found and machine.requirements:
+                    mounts.append(f"{found}:{machine.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
             command += [arg for mount in mounts for arg in ("--volume", mount)]
-            with steps.timed(f"{self.step_prefix}start the container"):
+            with steps.timed("start the container"):
                 started = host.run(
                     [*command, image, "sleep", str(SMOKE_CONTAINER_LIFETIME_S)],
                     f"starting a smoke container of {image}",
                 )
         self.container = started.stdout.strip()
+        if decoys:
+            patterns = [f"/smoke/runtime/{v}/nvidia/{p}" for v in runtimes for p in decoys]
+            registered = self.exec("register the decoy system CUDA", ["sh", "-c", register_decoys(patterns)])
+            if registered.returncode != 0:
+                self.close()
+                raise ToolFailure(f"cannot register the smoke's decoy system CUDA: {host.tail(registered.stderr)}")
 
-    def _exec(self, step: str, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
-        with self.steps.timed(f"{self.step_prefix}{step}"):
+    def machine(self, python: str) -> ContainerMachine:
+        return self.machines[python]
+
+    def exec(self, step: str, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        with self.steps.timed(step):
             return host.run(
                 [self.engine, "exec", "--workdir", "/tmp", self.container, *argv], "smoke", check=False, timeout=timeout
             )
 
+    def close(self) -> None:
+        # Killed, it is removed by the engine (--rm) without holding the smoke up.
+        with self.steps.timed("stop the container"):
+            host.run([self.engine, "kill", self.container], "stopping the smoke container", check=False)
+
+
+class ContainerMachine:
+    """One Python's machine in a smoke container: its venvs under /smoke/<python>/. One pip run into the first
+    venv serves the others that install the wheel in a venv (`copy_installed`) — those of another Python too,
+    where pip would install the same there (smoke/sharing.py); the --target folder gets a pip run of its own,
+    whose layout differs."""
+
+    def __init__(self, container: SmokeContainer, python: str, requirements: Path | None) -> None:
+        self.container, self.python = container, python
+        self.root = f"/smoke/{python}"
+        self.wheel, self.neighbour = container.wheel, container.neighbour
+        self.requirements = f"{self.root}/requirements" if requirements else None
+        self.side_by_side = f"{self.root}/side-by-side"
+        self.torch_pins: list[str] = []
+        self.steps, self.runtimes = container.steps, container.runtimes
+        # Once the venvs are made: the base interpreter's pip (pip-25.3) and its version (3.13.1).
+        self.pip: str | None = None
+        self.version: str | None = None
+        prefix = f"/opt/python/{cpython_tag(python)}-{cpython_tag(python)}"
+        self.base = f"{prefix}/bin/python"
+        self.base_site = f"{prefix}/lib/python{python}/site-packages"
+        self.site = f"lib/python{python}/site-packages"
+        root = self.root
+        self.layouts = [
+            Layout("venv", f"{root}/cuda/bin/python", f"{root}/cuda/{self.site}"),
+            Layout("system-site-packages", f"{root}/layered/bin/python", self.base_site),
+            Layout("target", f"{root}/targeted/bin/python", f"{root}/target", f"{root}/target"),
+            Layout("venv", f"{root}/newest/bin/python", f"{root}/newest/{self.site}", versions="newest"),
+        ]
+
+    def take_folders(self, other: ContainerMachine) -> None:
+        """Run the --target layout's tier and the two-variants check in the folders pip filled on `other`'s Python
+        (sharing.py: where pip fills them the same on each)."""
+        (target,) = [layout for layout in other.layouts if layout.name == "target"]
+        self.side_by_side = other.side_by_side
+        self.layouts = [
+            replace(layout, site=target.site, pythonpath=target.pythonpath) if layout.name == "target" else layout
+            for layout in self.layouts
+        ]
+
+    def _exec(self, step: str, argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        return self.container.exec(f"{self.python}: {step}", argv, timeout)
+
     def create_venvs(self) -> tuple[str, list[Layout]]:
         # No pip in the venvs (creating them takes milliseconds): the base interpreter's pip installs into them.
         venv = f"{self.base} -m venv --without-pip"
-        venvs = ["/smoke/bare", *(layout.python.removesuffix("/bin/python") for layout in self.layouts)]
-        options = {"/smoke/layered": "--system-site-packages "}
+        venvs = [f"{self.root}/bare", *(layout.python.removesuffix("/bin/python") for layout in self.layouts)]
+        options = {f"{self.root}/layered": "--system-site-packages "}
         # The venvs at once (each is an interpreter start), then NVIDIA's distributions' metadata linked beside
-        # nvidia/ in each layout's site.
+        # nvidia/ in each layout's site; last, which pip and which CPython release the base interpreter is.
         link = " && ".join(f"link /smoke/runtime/{layout.versions} {layout.site}" for layout in self.layouts)
         script = (
             'link() { for entry in "$1"/*; do [ ! -e "$entry" ] || [ "${entry##*/}" = nvidia ] || '
@@ -166,16 +205,16 @@ class ContainerMachine:
             + " ".join(f"{venv} {options.get(path, '')}{path} &" for path in venvs)
             + f" wait && for venv in {' '.join(venvs)}; do "
             '[ -x "$venv/bin/python" ] || { echo "no venv $venv" >&2; exit 1; }; done && '
-            f"mkdir -p /smoke/target && {link}"
+            f"mkdir -p {self.root}/target && {link} && sed -n 's/^version *= *//p' {self.root}/bare/pyvenv.cfg && "
+            f"cd {self.base_site} && echo pip-*.dist-info"
         )
-        if self.decoys:
-            script += " && " + register_decoys(
-                [f"/smoke/runtime/{v}/nvidia/{p}" for v in self.runtimes for p in self.decoys]
-            )
         created = self._exec("create the venvs", ["sh", "-c", script])
         if created.returncode != 0:
             raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
-        return "/smoke/bare/bin/python", self.layouts
+        said = created.stdout.split()
+        if len(said) == 2:
+            self.version, self.pip = said[0], said[1].removesuffix(".dist-info")
+        return f"{self.root}/bare/bin/python", self.layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
         # The base interpreter's pip, run by the venv's own Python through pip's own runner (as `pip --python` does
@@ -186,23 +225,22 @@ class ContainerMachine:
         pip = [python, f"{self.base_site}/pip/__pip-runner__.py", "install", "--quiet", "--disable-pip-version-check"]
         return self._exec(f"pip install into {_venv(python)}", [*pip, "--no-index", "--no-compile", *args])
 
-    def copy_installed(self, source: str, targets: list[str]) -> subprocess.CompletedProcess[str]:
-        """What pip installed into venv `source` (by its Python), copied into the venvs `targets` (by theirs)
-        file by file as its RECORD says, scripts naming their own venv's interpreter: what a pip run into each
-        would have written (copier.py)."""
-        return self._exec(
-            f"copy the install into {len(targets)} venvs",
-            [self.base, f"{TOOLS}/wheelfactory_copy.py", f"lib/python{self.python}/site-packages", source, *targets],
-        )
+    def copy_installed(
+        self, source: str, targets: list[str], source_machine: ContainerMachine | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """What pip installed into venv `source` (by its Python; of `source_machine`'s Python, else this one's),
+        copied into this Python's venvs `targets` (by theirs) file by file as its RECORD says, scripts naming
+        their own venv's interpreter: what a pip run into each would have written (copier.py)."""
+        source_version = (source_machine or self).python
+        what = f"copy the install into {len(targets)} venvs"
+        if source_machine is not None:
+            what = f"copy the install of Python {source_version} into {len(targets)} venvs"
+        copier = [self.base, f"{TOOLS}/wheelfactory_copy.py", source_version, source, self.python, *targets]
+        return self._exec(what, copier)
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
         probe = [python, f"{TOOLS}/wheelfactory_probe.py", json.dumps(checks)]
         return _outcomes(self._exec(f"probe {_venv(python)} ({len(checks)} checks)", probe), checks)
-
-    def close(self) -> None:
-        # Killed, it is removed by the engine (--rm) without holding the smoke up.
-        with self.steps.timed(f"{self.step_prefix}stop the container"):
-            host.run([self.engine, "kill", self.container], "stopping the smoke container", check=False)
 
 
 class HostMachine:

@@ -193,16 +193,21 @@ def neighbour_name(variant: Variant) -> str:
     return f"{variant.recipe.name}-cuda{max(others)}x" if others else variant.recipe.name
 
 
-def two_variants(machine: Machine, python: str, built: BuiltWheel) -> TierResult:
+def two_variants_installs(machine: Machine, built: BuiltWheel) -> list[list[str]]:
+    """The installs that put the wheel and a stand-in of another variant into one folder (machine.side_by_side)."""
+    if machine.torch_pins:  # torch (and NVIDIA's wheels) come from the venv that runs it: only the two go in the folder
+        return [["--target", machine.side_by_side, "--no-deps", machine.wheel, machine.neighbour]]
+    installs = installs_without_nvidia(machine, built, machine.side_by_side)
+    installs[-1].append(machine.neighbour)
+    return installs
+
+
+def two_variants(machine: Machine, python: str, built: BuiltWheel, installed: list[Check] | None = None) -> TierResult:
     """The wheel and a stand-in of another variant installed into one place, as a user may by mistake: the
     import warns once, naming both distributions, and the variant module's diagnostic fails saying so. (Alone,
-    in tiers 1 and 2, the import is silent: their interpreters turn any warning into an error.)"""
+    in tiers 1 and 2, the import is silent: their interpreters turn any warning into an error.) With `installed`,
+    the checks of the installs that filled the folder already."""
     other = neighbour_name(built.variant)
-    if machine.torch_pins:  # torch (and NVIDIA's wheels) come from `python`'s venv: only the two go in the folder
-        installs = [["--target", machine.side_by_side, "--no-deps", machine.wheel, machine.neighbour]]
-    else:
-        installs = installs_without_nvidia(machine, built, machine.side_by_side)
-        installs[-1].append(machine.neighbour)
     module, folder = variant_module_name(built.variant), machine.side_by_side
     # The warning comes first, before anything the package loads: even one that opens CUDA at import gives it.
     checks = [_expect(f"import {built.variant.recipe.import_name}", "UserWarning", hint=other, pythonpath=folder)]
@@ -213,7 +218,8 @@ def two_variants(machine: Machine, python: str, built: BuiltWheel) -> TierResult
                 {"command": ["python", "-m", module], "pythonpath": folder, "exit": 1, "says": other},
             )
         )
-    return _run_tier(TierResult(1, f"beside {other}"), machine, python, installs, checks)
+    result = TierResult(1, f"beside {other}")
+    return _run_tier(result, machine, python, two_variants_installs(machine, built), checks, installed)
 
 
 def optional_without_wheel(built: BuiltWheel) -> str | None:
