@@ -268,6 +268,15 @@ def _differ(one: dict[str, str], other: dict[str, str]) -> list[str]:
     return sorted(k for k in one.keys() | other.keys() if one.get(k) != other.get(k))
 
 
+def _alike(by_copy: dict[str, dict[str, str]], by_pip: dict[str, dict[str, str]], python: str, built: Built) -> None:
+    """Each venv's tree the same by copy as by pip, and holding what pip puts outside site-packages: datalib's
+    library under the prefix's lib/, its scripts, its header under include/site/python<version>/."""
+    for prefix, files in by_pip.items():
+        assert not _differ(by_copy[prefix], files), prefix
+        assert {"lib/libdatalib.so", "bin/datalib-info", "bin/datalib-version"} <= files.keys(), prefix
+        assert f"include/site/python{python}/{built.variant.dist_name}/datalib.h" in files, prefix
+
+
 def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> None:
     """One pip run, copied into the other venvs of the smoke, against a pip run into each: identical trees, file
     for file (mode and bytes) — the package, the library pip put under the prefix's lib/, the header under
@@ -291,11 +300,8 @@ def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> 
     finally:
         copied.close()
         installed.close()
-    for prefix in prefixes:
-        assert not _differ(by_copy[prefix], by_pip[prefix]), prefix
-        files = by_pip[prefix]
-        assert {"lib/libdatalib.so", "bin/datalib-info", "bin/datalib-version"} <= files.keys(), prefix
-        assert f"include/site/python3.12/{datalib.variant.dist_name}/datalib.h" in files, prefix
+    _alike(by_copy, by_pip, "3.12", datalib)
+    for prefix, files in by_pip.items():
         for script in ("bin/datalib-info", "bin/datalib-version"):  # pip wrote each venv's own interpreter
             assert by_copy[prefix][script].startswith("0o100755"), (prefix, script)
         assert not [p for p in prefixes if p != prefix and by_copy[p]["bin/datalib-info"] == files["bin/datalib-info"]]
@@ -350,12 +356,9 @@ def test_one_pythons_install_serves_another_exactly_as_pip_installs_there(datali
     finally:
         copied.close()
         installed.close()
-    for prefix in prefixes:
-        assert not _differ(by_copy[prefix], by_pip[prefix]), prefix
-        files = by_pip[prefix]
-        assert {"lib/libdatalib.so", "bin/datalib-info", "bin/wheel"} <= files.keys(), prefix
-        assert f"include/site/python3.13/{datalib.variant.dist_name}/datalib.h" in files, prefix
-        assert "lib/python3.13/site-packages/wheel/__init__.py" in files, prefix
+    _alike(by_copy, by_pip, "3.13", datalib)
+    for prefix, files in by_pip.items():  # and wheel's, from PyPI, with its console script
+        assert {"bin/wheel", "lib/python3.13/site-packages/wheel/__init__.py"} <= files.keys(), prefix
     differ = _differ(folders["/tmp/target-3.10"], folders["/tmp/target-3.13"])
     header = f"{datalib.variant.dist_name}/datalib.h"
     assert {"bin/wheel", f"include/site/python3.10/{header}", f"include/site/python3.13/{header}"} <= set(differ)
