@@ -121,6 +121,12 @@ def test_a_library_opened_with_ctypes_is_one_py3_none_wheel_that_needs_cuda_at_i
         assert "libcudart.so.12" in _check(smoked[python], 1, "import ctlib → ImportError|OSError")
         assert _check(smoked[python], 2, "import ctlib → ok") == "imported"
         assert "cudart" in _check(smoked[python], 2, "python -m ctlib._cuda_variant")
+    # 3.13 took what pip installed on 3.10 (smoke/sharing.py): the same pip and requirement wheels (packaging), and
+    # ctlib writes no script or header, so the --target folders too; 3.10's tiers name pip's own runs.
+    took = "pip would install on Python 3.13 what it installed on Python 3.10"
+    assert all(any(c.name == took and c.ok for c in t.checks) for t in smoked["3.13"]), smoked["3.13"]
+    assert not [c for t in smoked["3.10"] for c in t.checks if c.name == took]
+    assert any(c.name.startswith("install --target /smoke/3.10/target") for t in smoked["3.10"] for c in t.checks)
 
 
 def test_a_wheel_of_another_abi_than_the_recipe_says_is_refused_with_the_fix(tmp_path: Path) -> None:

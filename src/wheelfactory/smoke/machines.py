@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -211,9 +212,11 @@ class ContainerMachine:
         created = self._exec("create the venvs", ["sh", "-c", script])
         if created.returncode != 0:
             raise ToolFailure(f"cannot create the smoke venvs: {host.tail(created.stderr)}")
-        said = created.stdout.split()
-        if len(said) == 2:
-            self.version, self.pip = said[0], said[1].removesuffix(".dist-info")
+        # What the container said, taken only in the shapes a CPython release and a pip distribution have: anything
+        # else leaves them unknown, and each Python gets pip's own runs.
+        said = re.fullmatch(r"(3\.\d+\.\d+[a-z0-9]*)\n(pip-\d+(?:\.\d+)*)\.dist-info\n?", created.stdout)
+        if said:
+            self.version, self.pip = said.group(1), said.group(2)
         return f"{self.root}/bare/bin/python", self.layouts
 
     def install(self, python: str, *args: str) -> subprocess.CompletedProcess[str]:
