@@ -58,11 +58,12 @@ from .installs import (
     download_requirements,
     install_checks,
     installs_without_nvidia,
+    nvidia_met,
     shared_install,
     standin_variant,
     torch_installs,
 )
-from .machines import ContainerMachine, HostMachine, Layout, SmokeContainer
+from .machines import ContainerMachine, HostMachine, SmokeContainer
 from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
 from .results import Check, Steps, TierResult
 from .sharing import Sharing, sharing
@@ -196,7 +197,6 @@ class _Installed:
     """The installs on one Python's machine, each the future of its checks, and the venvs they fill."""
 
     bare: str  # tier 1's venv (by its Python)
-    layouts: list[Layout]
     venvs: Future[list[Check]]  # the wheel and its requirements, in every venv of the machine
     target: Future[list[Check]]  # the same in the --target layout's folder
     beside: Future[list[Check]]  # the two-variants folder
@@ -216,14 +216,14 @@ def _in_container(
     for machine in machines:
         machine.torch_pins = pins[machine.python]
     first, *others = machines
-    first_installed = pool.submit(_pip_installs, built, first, pool)
+    first_installed = pool.submit(lambda: _pip_installs(built, first, pool, first.create_venvs()[0]))
 
     def on_other(machine: ContainerMachine) -> list[TierResult]:
-        bare, layouts = machine.create_venvs()
+        bare, _ = machine.create_venvs()
         taken = first_installed.result()
         shared = sharing(built.path, first, machine, found)
         if shared is None:
-            installed = _pip_installs(built, machine, pool, (bare, layouts))
+            installed = _pip_installs(built, machine, pool, bare)
         else:
             installed = _taken(built, machine, first, taken, shared, pool, bare)
         return _tiers(built, machine, installed, pool)
@@ -234,16 +234,10 @@ def _in_container(
         return [result for run in runs for result in run.result()]
 
 
-def _pip_installs(
-    built: BuiltWheel,
-    machine: ContainerMachine,
-    pool: ThreadPoolExecutor,
-    venvs: tuple[str, list[Layout]] | None = None,
-) -> _Installed:
-    """pip's runs on one Python's machine (its venvs made first, unless `venvs` says they are): one into the first
-    venv layout, copied into the other venvs; the folders' own (_folders)."""
-    bare, layouts = venvs or machine.create_venvs()
-    first, *others = [layout for layout in layouts if layout.name != "target"]
+def _pip_installs(built: BuiltWheel, machine: ContainerMachine, pool: ThreadPoolExecutor, bare: str) -> _Installed:
+    """pip's runs on one Python's machine, its venvs made (`bare`: tier 1's): one into the first venv layout, copied
+    into the other venvs; the folders' own (_folders)."""
+    first, *others = [layout for layout in machine.layouts if layout.name != "target"]
     copies = [bare, *(layout.python for layout in others)]
     installing = pool.submit(shared_install, machine, built, first.python, copies)
     return _folders(built, machine, pool, bare, installing)
@@ -263,9 +257,9 @@ def _folders(
     if machine.torch_pins:  # torch (and NVIDIA's wheels) come from the first venv: the folder waits for it
         first = next(layout for layout in layouts if layout.name != "target")
         beside = pool.submit(_after, installing, install_checks, machine, first.python, beside_installs)
-        return _Installed(bare, layouts, installing, targeting, beside, first.python)
+        return _Installed(bare, installing, targeting, beside, first.python)
     beside = pool.submit(install_checks, machine, bare, beside_installs)
-    return _Installed(bare, layouts, installing, targeting, beside, bare)
+    return _Installed(bare, installing, targeting, beside, bare)
 
 
 def _taken(
@@ -281,26 +275,29 @@ def _taken(
     its venvs get copies, and its tiers use the --target folders pip filled on `first` where no script or header is
     (else pip fills its own)."""
     venvs = [bare, *(layout.python for layout in machine.layouts if layout.name != "target")]
-    copying = pool.submit(_copied, machine, first, taken, shared, venvs)
+    copying = pool.submit(_copied, built, machine, first, taken, shared, venvs)
     if not shared.folders:
         return _folders(built, machine, pool, bare, copying)
     machine.take_folders(first)
     where = f"filled by pip on Python {first.python}, where no wheel puts a script or a header"
     targeting = pool.submit(_filled, taken.target, f"the --target folder {where}", shared)
     beside = pool.submit(_filled, taken.beside, f"the two-variants folder {where}", shared)
-    return _Installed(bare, machine.layouts, copying, targeting, beside, bare)
+    return _Installed(bare, copying, targeting, beside, bare)
 
 
 def _copied(
-    machine: ContainerMachine, first: ContainerMachine, taken: _Installed, shared: Sharing, venvs: list[str]
+    built: BuiltWheel,
+    machine: ContainerMachine,
+    first: ContainerMachine,
+    taken: _Installed,
+    shared: Sharing,
+    venvs: list[str],
 ) -> list[Check]:
     """The first Python's install (once pip is done there) copied into `venvs` of `machine`'s Python."""
-    installed = taken.venvs.result()
-    checks = [c for c in installed if c.name.startswith("the NVIDIA requirements are met")]
-    checks.append(shared.check)
-    if not all(c.ok for c in installed):
+    checks = [*nvidia_met(machine, built), shared.check]
+    if not all(c.ok for c in taken.venvs.result()):
         return [*checks, Check(f"the install on Python {first.python}", False, "it failed there")]
-    source = next(layout.python for layout in taken.layouts if layout.name != "target")
+    source = next(layout.python for layout in first.layouts if layout.name != "target")
     copied = machine.copy_installed(source, venvs, first)
     what = f"the install of Python {first.python} copied into the {len(venvs)} venvs"
     return [*checks, Check(what, copied.returncode == 0, host.tail(copied.stderr, 8))]
@@ -322,7 +319,7 @@ def _tiers(
         pool.submit(
             _once, installed.target if layout.name == "target" else installed.venvs, tier2, machine, layout, built
         )
-        for layout in installed.layouts
+        for layout in machine.layouts
     ]
     tiers.append(pool.submit(_once, installed.beside, two_variants, machine, installed.beside_python, built))
     return _on(built, machine.python, [tier.result() for tier in tiers])

@@ -75,7 +75,7 @@ def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copi
     """One install for every venv of a container: the wheel and its other requirements by pip into `venv`, then
     copied into `copies`. That the layouts' NVIDIA wheels meet the wheel's requirements (what pip's resolver
     would prove) is judged from their metadata here."""
-    checks = [requirements_met(built.path, runtime, versions) for versions, runtime in machine.runtimes.items()]
+    checks = nvidia_met(machine, built)
     checks += install_checks(machine, venv, installs_without_nvidia(machine, built))
     if all(c.ok for c in checks):
         copied = machine.copy_installed(venv, copies)
@@ -134,6 +134,12 @@ def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list
             if not (into / downloaded.name).exists():  # a wheel both lists resolved to is the same cached file
                 host.link_or_copy(downloaded, into / downloaded.name)
     return into
+
+
+def nvidia_met(machine: ContainerMachine, built: BuiltWheel) -> list[Check]:
+    """Whether the NVIDIA wheels the machine's layouts mount, at each set of versions, meet the wheel's
+    requirements (requirements_met)."""
+    return [requirements_met(built.path, runtime, versions) for versions, runtime in machine.runtimes.items()]
 
 
 def requirements_met(wheel: Path, runtime: Path, versions: NvidiaVersions) -> Check:

@@ -118,7 +118,7 @@ class SmokeContainer:
                     for layout in machine.layouts
                     if (runtimes[layout.versions] / "nvidia").is_dir()
                 ]
-                if found and machine.requirements:
+                if found:
                     mounts.append(f"{found}:{machine.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none"]
             command += [arg for mount in mounts for arg in ("--volume", mount)]
