@@ -18,7 +18,7 @@ from wheelfactory.binaries.wheelfile import WheelName, pack, unpack
 from wheelfactory.cli import main
 from wheelfactory.errors import ToolFailure
 from wheelfactory.host import machine
-from wheelfactory.image import interpreters
+from wheelfactory.image import await_build, interpreters
 from wheelfactory.pipeline import BuildRequest, build, existing
 from wheelfactory.plan import copy_inputs, make_plan
 
@@ -31,6 +31,7 @@ AARCH64_IMAGE = "manylinux-offline-aarch64:latest"
 def aarch64_image(docker: None) -> str:
     if machine() != "x86_64":
         pytest.skip("this host is not x86_64: its own image builds aarch64 natively")
+    await_build(AARCH64_IMAGE)  # .ci/run makes it beside the suite, whose tests under QEMU come last
     if not local_image(AARCH64_IMAGE):
         unavailable(f"no {AARCH64_IMAGE} — build it with `nox -s image -- --arch aarch64`")
     return AARCH64_IMAGE

@@ -269,6 +269,47 @@ def test_an_image_that_cannot_be_pulled_names_the_offline_image(
     assert not (root / "dist").exists()
 
 
+UNPULLABLE = "registry.invalid/wheelfactory/none:1"
+
+
+def _holding_the_build_lock(image: str, seconds: float) -> subprocess.Popen[str]:
+    """Another process of this host that holds `image`'s build lock for `seconds`, as `nox -s image` does while
+    it builds; it prints a line once it holds it."""
+    hold = (
+        "import sys, time; from wheelfactory.image import _build_lock; lock = _build_lock(sys.argv[1]); "
+        "lock.acquire(); print('held', flush=True); time.sleep(float(sys.argv[2]))"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, image, str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_build_waits_for_another_process_building_its_image(
+    docker: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An image that is not here yet, but that another process is building, is waited for instead of pulled at
+    once (the pull then fails here, as no registry answers); one that takes too long is said to be stuck."""
+    monkeypatch.setenv("WHEELFACTORY_CACHE", str(tmp_path / "cache"))
+    root = copy_inputs(REPO, tmp_path / "project")
+    command = ["--root", str(root), "build", "--cuda", "12", "--python", "3.12", "--image", UNPULLABLE]
+    holder = _holding_the_build_lock(UNPULLABLE, 3)
+    started = time.monotonic()
+    assert main(command) == 3
+    assert time.monotonic() - started >= 2.5 and holder.wait(timeout=10) == 0
+    err = capsys.readouterr().err
+    assert f"wait for another process's build of {UNPULLABLE}" in err and "cannot pull the build image" in err
+
+    monkeypatch.setattr("wheelfactory.image.BUILD_WAIT_S", 1)
+    holder = _holding_the_build_lock(UNPULLABLE, 30)
+    try:
+        assert main(command) == 3
+    finally:
+        holder.kill()
+        holder.wait()
+    assert f"another process has been building {UNPULLABLE} for over" in capsys.readouterr().err
+    assert not (root / "dist").exists()
+
+
 def test_release_gate_wants_exactly_the_planned_wheels(built12: Built, tmp_path: Path) -> None:
     wheel = built12.wheel
     jobs = [job.as_json() for job in make_plan(built12.root).wheel_jobs()]

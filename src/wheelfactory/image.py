@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from . import host
 from .binaries.wheelfile import cpython_tag
 from .components import toolkit_table
@@ -116,6 +118,32 @@ def host_ca_bundle() -> Path:
 
 
 PULL_TIMEOUT_S = 300
+# The arm64 image takes about 4 minutes under QEMU on 2 cores; a build that holds its lock five times as long is
+# taken for stuck.
+BUILD_WAIT_S = 20 * 60
+
+
+def _build_lock(tag: str) -> FileLock:
+    """The lock `build_image` holds while it makes `tag`: another build of it, or anything that needs it, waits."""
+    return host.cache_lock("image-" + re.sub(r"[^A-Za-z0-9._-]", "_", tag))
+
+
+def await_build(image: str) -> None:
+    """Wait while another process of this host builds `image` offline (`nox -s image` beside a test run or a
+    build), so that its absence is not taken for good."""
+    lock = _build_lock(image)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        with step(f"wait for another process's build of {image}"):
+            try:
+                lock.acquire(timeout=BUILD_WAIT_S)
+            except Timeout:
+                raise ToolFailure(
+                    f"another process has been building {image} for over {BUILD_WAIT_S} seconds — "
+                    f"see whether it is stuck ({lock.lock_file} names the lock)"
+                ) from None
+    lock.release()
 
 
 def is_local(image: str) -> bool:
@@ -127,7 +155,9 @@ def is_local(image: str) -> bool:
 
 def ensure_image(image: str, arch: str) -> None:
     """Pull the build image if it is not here, and say what to do when it cannot be had or is of another
-    machine than the wheels it is to build or test."""
+    machine than the wheels it is to build or test. One that another process is building here is waited for."""
+    if not is_local(image):
+        await_build(image)
     if not is_local(image):
         with step(f"pull {image}"):
             pulled = host.run([host.container_engine(), "pull", image], "pulling", check=False, timeout=PULL_TIMEOUT_S)
@@ -250,7 +280,6 @@ def build_image(tag: str, workdir: Path, arch: str) -> None:
         raise ToolFailure("building the offline image needs root (debootstrap and chroot) — run it as root")
     if shutil.which("debootstrap") is None:
         raise ToolFailure("debootstrap is not installed — apt-get install debootstrap")
-    engine = host.container_engine()
     debian_arch = toolkit_table().debian.arch.get(arch)
     if debian_arch is None:
         raise UserError(f"no offline image for {arch}: Debian names no architecture for it")
@@ -265,6 +294,13 @@ def build_image(tag: str, workdir: Path, arch: str) -> None:
                 "no self-contained CPython 3.9 on this host; cibuildwheel needs it inside the image — "
                 "install one with pyenv (pyenv install 3.9)"
             )
+    with _build_lock(tag):
+        _build_image(tag, workdir, arch, debian_arch, pythons)
+
+
+def _build_image(tag: str, workdir: Path, arch: str, debian_arch: str, pythons: list[HostPython]) -> None:
+    engine = host.container_engine()
+    foreign = arch != machine()
     rootfs = workdir / "rootfs"
     if rootfs.exists():
         shutil.rmtree(rootfs)
