@@ -174,7 +174,9 @@ def test_a_setup_py_only_source_gets_a_generated_pyproject(rendered: Path) -> No
     assert project["version"] == "2025.1.1"
     # Exactly what its setup() call gives: setuptools refuses a dynamic field that setup.py does not set.
     assert project["dynamic"] == ["authors", "urls", "license", "scripts", "gui-scripts", "entry-points"]
-    assert project["dependencies"] == ["nvidia-cuda-nvrtc>=13.0,<14", "numpy", "psutil"]
+    # Its own requirements, from PKG-INFO (the recipe drops pyopencl, which only an OpenCL build requires), then
+    # NVIDIA's wheels.
+    assert project["dependencies"] == ["numpy", "psutil", "nvidia-cuda-nvrtc>=13.0,<14"]
 
 
 def test_the_classifiers_setup_py_gives_are_kept(rendered: Path) -> None:

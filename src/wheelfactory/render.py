@@ -51,13 +51,13 @@ from .pytorch.index_pages import index_page
 from .source_metadata import (
     Readme,
     SourceText,
+    declared_requirements,
     setup_py_classifiers,
     setup_py_fields,
     source_build_requires,
     source_extras,
     source_project,
     source_readme,
-    source_requirements,
 )
 from .sources import package_dir, source_tree
 from .templating import template_environment
@@ -129,16 +129,20 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
     markup = source.content_type if source else "text/markdown"
     code = {"text/markdown": "`{}`", "text/x-rst": "``{}``"}.get(markup, "{}")
     wheels = sorted({Requirement(line).name for line in nvidia_dependencies(variant)})
+    # Only what the audit holds every wheel of the recipe to: no CUDA library inside, those of its components from
+    # NVIDIA's wheels, none but the driver without them; device code, a CUDA link or a declared opening of CUDA.
     where = (
         f"it loads them from NVIDIA's pip wheels ({', '.join(code.format(w) for w in wheels)}), which pip installs "
         "with it"
         if wheels
-        else "what it needs of the CUDA runtime is linked in, and it needs only the NVIDIA driver"
+        else "it requires none of NVIDIA's wheels, and needs only the NVIDIA driver"
     )
+    opens = ", ".join(code.format(name) for name in variant.recipe.opens_cuda)
+    opened = f" It opens {opens} itself when it needs them." if opens else ""
     note = (
         f"This is the CUDA {variant.major}.x build of {code.format(variant.recipe.name)} (built against CUDA "
         f"{variant.cuda.toolkit}), published as {code.format(variant.dist_name)}. It carries no CUDA library: "
-        f"{where}. Importing it needs no GPU."
+        f"{where}.{opened} Importing it needs no GPU."
     )
     if variant.torch:
         pinned = torch_requirement(variant)
@@ -220,7 +224,7 @@ def template_context(
         "torch_oldest": variant.torch_target,
         "torch_pages": torch_pages(variant),
         "requires_python": str(variant.requires_python),
-        "dependencies": dependencies(variant),
+        "dependencies": dependencies(variant, _setup_requirements(variant, tree, root) if project is None else None),
         # A source without a [project] table gives its extras through setup(): the variant states them (its static
         # optional-dependencies would make setuptools drop setup()'s).
         "extras": variant_extras(variant, source_extras(tree) if project is None else {}),
@@ -239,6 +243,30 @@ def template_context(
         ),
         **gpu_code_context(variant, siblings),
     }
+
+
+def _setup_requirements(variant: Variant, tree: Path, root: Path) -> list[str]:
+    """The requirements a source without a [project] table declares (declared_requirements), each a valid
+    requirement, else InputError at its place in setup.py; those the recipe drops left out. The variant states
+    them all: its static list would make setuptools drop setup()'s."""
+    lines = declared_requirements(tree) or []
+    if (tree / "setup.py").is_file():
+        _check_requirements(SourceText.read(tree / "setup.py", root), [(line, line) for line in lines])
+    return _kept(variant, lines)
+
+
+def _kept(variant: Variant, lines: list[str]) -> list[str]:
+    """The source's requirements but those the recipe drops (dropped_requirements); a drop that names none of them
+    is stale, and refused."""
+    dropped = {canonicalize_name(name) for name in variant.recipe.dropped_requirements}
+    named = {canonicalize_name(Requirement(line).name) for line in lines}
+    stale = sorted(name for name in variant.recipe.dropped_requirements if canonicalize_name(name) not in named)
+    if stale:
+        raise UserError(
+            f"{variant.recipe.name}: dropped_requirements names {', '.join(stale)}, which the source does not "
+            "require — remove it from the recipe"
+        )
+    return [line for line in lines if canonicalize_name(Requirement(line).name) not in dropped]
 
 
 def environment(root: Path) -> jinja2.Environment:
@@ -403,7 +431,7 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     source_deps = [str(d) for d in project.get("dependencies", [])]
     _check_requirements(pyproject, [(line, line) for line in source_deps])
     if "dependencies" in dynamic:
-        stated = source_requirements(tree)
+        stated = declared_requirements(tree)
         source_deps += _computed_requirements(
             tree, computed.get("dependencies"), "dependencies", variant, pyproject, stated
         )
@@ -423,7 +451,7 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     for key in VARIANT_FIELDS:
         project[key] = ours[key]
     project["classifiers"] = _multiline(merged_classifiers(source_classifiers, [str(c) for c in ours["classifiers"]]))
-    project["dependencies"] = _multiline(dependencies(variant, source_deps))
+    project["dependencies"] = _multiline(dependencies(variant, _kept(variant, source_deps)))
     if extras_now:
         extras_table = project.setdefault("optional-dependencies", tomlkit.table())
         for extra in [e for e in extras_table if e not in extras_now]:
