@@ -23,7 +23,7 @@ from wheelfactory.inputs.recipe import most_specific
 from wheelfactory.plan import make_plan
 from wheelfactory.sources import sdists
 
-from .conftest import REPO, SOURCES, Built, matrix_for
+from .conftest import REPO, SOURCES, Built, assert_keeps_source_requirements, matrix_for
 
 REPORTS = Path(__file__).parent / "reports"
 
@@ -123,8 +123,10 @@ def test_a_real_sdists_draft_comes_near_its_hand_written_recipe(project: Path, n
     drafted, hand = _fields(_recipe(path)), _fields(_recipe(written))
     found = {field: (drafted[field], hand[field]) for field in hand if drafted[field] != hand[field]}
     assert found == differences
-    # The draft passes the recipe's checks as written: render accepts it.
+    # The draft passes the recipe's checks as written: render accepts it, and its variants require all the source
+    # declares.
     assert main(["--root", str(project), "render"]) == 0
+    assert_keeps_source_requirements(project, name)
 
 
 def test_each_guess_says_what_it_was_read_from(project: Path) -> None:

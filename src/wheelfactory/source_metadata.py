@@ -214,11 +214,11 @@ def declared_requirements(tree: Path) -> list[str] | None:
 
 def source_extras(tree: Path) -> dict[str, list[str]]:
     """The extras a setup.py-only source declares (setup()'s extras_require): from the sdist's PKG-INFO, where
-    setuptools wrote them out, else from setup() when it gives them as a literal mapping."""
+    setuptools wrote them out with their requirements, else from setup() when it gives them as a literal mapping."""
     info = pkg_info(tree)
     names = [str(n) for n in info.get("provides_extra", [])]
-    if names:
-        requirements = [str(r) for r in info.get("requires_dist", [])]
+    requirements = [str(r) for r in info.get("requires_dist", [])]
+    if names and requirements:  # an older setuptools wrote the extras' names alone (nerfacc 0.5.3's PKG-INFO)
         return {name: _extra_lines(requirements, name) for name in names}
     given = setup_keywords(tree).get("extras_require")
     try:
