@@ -252,20 +252,19 @@ def _setup_requirements(variant: Variant, tree: Path, root: Path) -> list[str]:
     lines = declared_requirements(tree) or []
     if (tree / "setup.py").is_file():
         _check_requirements(SourceText.read(tree / "setup.py", root), [(line, line) for line in lines])
-    return _kept(variant, lines)
+    return _kept(variant, lines, root)
 
 
-def _kept(variant: Variant, lines: list[str]) -> list[str]:
+def _kept(variant: Variant, lines: list[str], root: Path) -> list[str]:
     """The source's requirements but those the recipe drops (dropped_requirements); a drop that names none of them
-    is stale, and refused."""
+    is stale, and refused at its place in the recipe."""
     dropped = {canonicalize_name(name) for name in variant.recipe.dropped_requirements}
     named = {canonicalize_name(Requirement(line).name) for line in lines}
-    stale = sorted(name for name in variant.recipe.dropped_requirements if canonicalize_name(name) not in named)
+    stale = [name for name in variant.recipe.dropped_requirements if canonicalize_name(name) not in named]
     if stale:
-        raise UserError(
-            f"{variant.recipe.name}: dropped_requirements names {', '.join(stale)}, which the source does not "
-            "require — remove it from the recipe"
-        )
+        recipe = SourceText.read(variant.recipe_dir / "recipe.yaml", root)
+        message = "the source does not require {} — remove it from dropped_requirements"
+        raise InputError([recipe.problem(f"{name}:", message.format(shown(name))) for name in stale])
     return [line for line in lines if canonicalize_name(Requirement(line).name) not in dropped]
 
 
@@ -451,7 +450,7 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     for key in VARIANT_FIELDS:
         project[key] = ours[key]
     project["classifiers"] = _multiline(merged_classifiers(source_classifiers, [str(c) for c in ours["classifiers"]]))
-    project["dependencies"] = _multiline(dependencies(variant, _kept(variant, source_deps)))
+    project["dependencies"] = _multiline(dependencies(variant, _kept(variant, source_deps, pyproject.root)))
     if extras_now:
         extras_table = project.setdefault("optional-dependencies", tomlkit.table())
         for extra in [e for e in extras_table if e not in extras_now]:
