@@ -243,9 +243,7 @@ def _check_provided_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:
     problems = []
     for name, provided in recipe.provided_libraries.items():
         at: Loc = ("provided_libraries", name)
-        if not _DISTRIBUTION_RE.match(name):
-            message = f"{shown(name, quoted=True)} is not a distribution name — write the name pip installs, e.g. torch"
-            problems.append(src.problem(at, message, key=True))
+        problems += _not_a_distribution(name, at, src, "write the name pip installs, e.g. torch")
         folder = PurePosixPath(provided.dir)
         if "\\" in provided.dir or folder.is_absolute() or ".." in folder.parts or provided.dir.startswith("~"):
             message = f"{shown(provided.dir, quoted=True)} leaves site-packages — name a folder in it, e.g. torch/lib"
@@ -459,6 +457,13 @@ def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
     return problems + _check_dropped(recipe, src)
 
 
+def _not_a_distribution(name: str, at: Loc, src: SourceMap, hint: str) -> list[Problem]:
+    """A key that must be a distribution's name, as PEP 508 spells it."""
+    if _DISTRIBUTION_RE.match(name):
+        return []
+    return [src.problem(at, f"{shown(name, quoted=True)} is not a distribution name — {hint}", key=True)]
+
+
 def _check_dropped(recipe: Recipe, src: SourceMap) -> list[Problem]:
     """Each dropped requirement a distribution name the recipe does not require itself, with its reason."""
     required = set()
@@ -471,10 +476,9 @@ def _check_dropped(recipe: Recipe, src: SourceMap) -> list[Problem]:
     problems = []
     for name, why in recipe.dropped_requirements.items():
         at: Loc = ("dropped_requirements", name)
-        if not _DISTRIBUTION_RE.match(name):
-            message = f"{shown(name, quoted=True)} is not a distribution name — write the name the source requires"
-            problems.append(src.problem(at, message, key=True))
-        elif canonicalize_name(name) in required:
+        misnamed = _not_a_distribution(name, at, src, "write the name the source requires")
+        problems += misnamed
+        if not misnamed and canonicalize_name(name) in required:
             message = f"{name} is in the recipe's dependencies too — keep it there, or drop it, not both"
             problems.append(src.problem(at, message, key=True))
         if not why.strip() or any(not c.isprintable() for c in why):
