@@ -45,6 +45,7 @@ from .declared import (
 )
 from .errors import InputError, Problem, UserError
 from .gpus import code_facts, products_covered, runs_on
+from .inputs import DRIVER
 from .plan import Plan, Variant
 from .platforms import PLATFORMS
 from .pytorch.index_pages import index_page
@@ -137,8 +138,9 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
         if wheels
         else "it requires none of NVIDIA's wheels, and needs only the NVIDIA driver"
     )
-    opens = ", ".join(code.format(name) for name in variant.recipe.opens_cuda)
-    opened = f" It opens {opens} itself when it needs them." if opens else ""
+    opens = ["the NVIDIA driver" if name == DRIVER else code.format(name) for name in variant.recipe.opens_cuda]
+    listed = " and ".join([", ".join(opens[:-1]), opens[-1]] if len(opens) > 1 else opens)
+    opened = f" It opens {listed} itself when it needs them." if opens else ""
     note = (
         f"This is the CUDA {variant.major}.x build of {code.format(variant.recipe.name)} (built against CUDA "
         f"{variant.cuda.toolkit}), published as {code.format(variant.dist_name)}. It carries no CUDA library: "
