@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.cli import main
+from wheelfactory.plan import copy_inputs
 
 from .conftest import REPO, SOURCES, add_source, assert_keeps_source_requirements
 
@@ -38,32 +39,33 @@ modules:
 """
 
 
-def _render(project: Path) -> None:
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project with every recipe of the tests beside the repository's, and nerfacc's, rendered once."""
+    project = copy_inputs(REPO, tmp_path_factory.mktemp("kept") / "project")
+    for name in TEST_SOURCES:
+        add_source(project, name)
+    for name in TEST_SDISTS:
+        (project / "recipes" / name).mkdir()
+        shutil.copy(SOURCES / f"{name}.recipe.yaml", project / "recipes" / name / "recipe.yaml")
+    (project / "recipes" / "nerfacc").mkdir()
+    (project / "recipes" / "nerfacc" / "recipe.yaml").write_text(NERFACC_RECIPE)
     assert main(["--root", str(project), "render"]) == 0
+    return project
 
 
 @pytest.mark.parametrize("name", RECIPES)
-def test_each_recipe_of_the_repository_keeps_its_sources_requirements(project: Path, name: str) -> None:
-    _render(project)
-    assert_keeps_source_requirements(project, name)
+def test_each_recipe_of_the_repository_keeps_its_sources_requirements(rendered: Path, name: str) -> None:
+    assert_keeps_source_requirements(rendered, name)
 
 
 @pytest.mark.parametrize("name", [*TEST_SOURCES, *TEST_SDISTS])
-def test_each_recipe_of_the_tests_keeps_its_sources_requirements(project: Path, name: str) -> None:
-    if name in TEST_SOURCES:
-        add_source(project, name)
-    else:
-        (project / "recipes" / name).mkdir()
-        shutil.copy(SOURCES / f"{name}.recipe.yaml", project / "recipes" / name / "recipe.yaml")
-    _render(project)
-    assert_keeps_source_requirements(project, name)
+def test_each_recipe_of_the_tests_keeps_its_sources_requirements(rendered: Path, name: str) -> None:
+    assert_keeps_source_requirements(rendered, name)
 
 
-def test_nerfacc_requires_what_its_setup_call_lists_though_its_pkg_info_names_nothing(project: Path) -> None:
-    (project / "recipes" / "nerfacc").mkdir()
-    (project / "recipes" / "nerfacc" / "recipe.yaml").write_text(NERFACC_RECIPE)
-    _render(project)
-    variants = sorted((project / "build" / "variants").glob("nerfacc-cuda*"))
+def test_nerfacc_requires_what_its_setup_call_lists_though_its_pkg_info_names_nothing(rendered: Path) -> None:
+    variants = sorted((rendered / "build" / "variants").glob("nerfacc-cuda*"))
     assert variants
     for folder in variants:
         project_table = tomllib.loads((folder / "pyproject.toml").read_text())["project"]
@@ -75,4 +77,4 @@ def test_nerfacc_requires_what_its_setup_call_lists_though_its_pkg_info_names_no
         ]
         # Its extras too: PKG-INFO names `dev` and lists none of it; setup() does.
         assert "pytest==7.1.2" in project_table["optional-dependencies"]["dev"]
-    assert_keeps_source_requirements(project, "nerfacc")
+    assert_keeps_source_requirements(rendered, "nerfacc")
