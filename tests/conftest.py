@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import email.parser
 import functools
 import hashlib
 import http.server
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import tomllib
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -20,12 +23,17 @@ from pathlib import Path
 from typing import NamedTuple, NoReturn
 
 import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
+from wheelfactory.components import component_table
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import Variant, copy_inputs, make_plan
 from wheelfactory.platforms import linux
 from wheelfactory.render import render_plan
 from wheelfactory.report import WheelRecord
+from wheelfactory.sources import source_tree
 
 # A session fixture every test module may ask for: NVIDIA's cuobjdump from its pip wheel.
 from .cuobjdump import cuobjdump  # noqa: F401
@@ -135,6 +143,67 @@ def add_source(root: Path, name: str) -> None:
 
 def add_multipkg(root: Path) -> None:
     add_source(root, "multipkg")
+
+
+def declared_by_source(tree: Path) -> list[Requirement]:
+    """What a source's own build declares it requires (extras aside), as its tools recorded it, read here apart
+    from the factory: pyproject's static [project] dependencies, else the sdist's PKG-INFO Requires-Dist, else
+    setuptools' egg-info requires.txt, else setup()'s literal install_requires."""
+    project = tomllib.loads(text if (text := _text(tree / "pyproject.toml")) else "").get("project", {})
+    if "dependencies" not in project.get("dynamic", ["dependencies"]):
+        return [Requirement(line) for line in project.get("dependencies", [])]
+    info = email.parser.Parser().parsestr(_text(tree / "PKG-INFO"))
+    stated = [Requirement(line) for line in info.get_all("Requires-Dist") or []]
+    if stated:
+        return [r for r in stated if "extra" not in str(r.marker or "")]
+    for requires in sorted(tree.glob("*.egg-info/requires.txt")):
+        found, marker = [], ""
+        for line in requires.read_text(encoding="utf-8").splitlines():
+            if line.startswith("["):  # [extra], [:marker] or [extra:marker]
+                extra, _, marker = line.strip("[]").partition(":")
+                if extra:
+                    break
+            elif line.strip():
+                found.append(Requirement(f"{line}; {marker}" if marker else line))
+        return found
+    call = next((n for n in ast.walk(ast.parse(_text(tree / "setup.py"))) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", getattr(n.func, "attr", "")) == "setup"), None)  # fmt: skip
+    given = next((k.value for k in call.keywords if k.arg == "install_requires"), None) if call else None
+    return [Requirement(line) for line in ast.literal_eval(given)] if given else []
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def assert_keeps_source_requirements(root: Path, name: str) -> None:
+    """Each rendered variant of recipe `name` requires all its source declares: the same line, or where the recipe
+    names that distribution (or it is torch, which the factory pins) one of that name. NVIDIA's CUDA wheels give
+    way to the variant's own; the recipe's dropped_requirements are left out on purpose."""
+    recipe = yaml.safe_load((root / "recipes" / name / "recipe.yaml").read_text(encoding="utf-8"))
+    dropped = {canonicalize_name(n) for n in recipe.get("dropped_requirements", {})}
+    named = {"torch"} | {
+        canonicalize_name(Requirement(line).name)
+        for dep in recipe.get("dependencies", [])
+        for line in (dep.values() if isinstance(dep, dict) else [dep])
+    }
+    nvidia = {
+        canonicalize_name(e.distribution) for c in component_table().components.values() for e in c.majors.values()
+    }
+    variants = [v for v in make_plan(root).variants if v.recipe.name == name]
+    assert variants, name
+    declared = declared_by_source(source_tree(variants[0].recipe.source, variants[0].recipe_dir))
+    for variant in variants:
+        pyproject = tomllib.loads((root / "build/variants" / variant.key / "pyproject.toml").read_text())
+        rendered = [Requirement(line) for line in pyproject["project"]["dependencies"]]
+        for requirement in declared:
+            wanted = canonicalize_name(requirement.name)
+            if wanted in dropped or wanted in nvidia:
+                continue
+            if wanted in named:
+                assert any(canonicalize_name(r.name) == wanted for r in rendered), (variant.key, requirement)
+            else:
+                assert requirement in rendered, (variant.key, str(requirement), [str(r) for r in rendered])
 
 
 class Built(NamedTuple):

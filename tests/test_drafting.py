@@ -17,13 +17,14 @@ import yaml
 
 from wheelfactory.audit import audit_wheel
 from wheelfactory.cli import main
+from wheelfactory.cuda_held import switch_hint
 from wheelfactory.drafting import SourceGiven, complete_recipe, draft_recipe
-from wheelfactory.inputs import Recipe
+from wheelfactory.inputs import Recipe, SdistSource
 from wheelfactory.inputs.recipe import most_specific
 from wheelfactory.plan import make_plan
 from wheelfactory.sources import sdists
 
-from .conftest import REPO, SOURCES, Built, matrix_for
+from .conftest import REPO, SOURCES, Built, assert_keeps_source_requirements, matrix_for
 
 REPORTS = Path(__file__).parent / "reports"
 
@@ -123,8 +124,10 @@ def test_a_real_sdists_draft_comes_near_its_hand_written_recipe(project: Path, n
     drafted, hand = _fields(_recipe(path)), _fields(_recipe(written))
     found = {field: (drafted[field], hand[field]) for field in hand if drafted[field] != hand[field]}
     assert found == differences
-    # The draft passes the recipe's checks as written: render accepts it.
+    # The draft passes the recipe's checks as written: render accepts it, and its variants require all the source
+    # declares.
     assert main(["--root", str(project), "render"]) == 0
+    assert_keeps_source_requirements(project, name)
 
 
 def test_each_guess_says_what_it_was_read_from(project: Path) -> None:
@@ -356,3 +359,15 @@ def test_what_a_recipes_patterns_already_allow_is_not_added_again(project: Path)
         "+  cuda_import_error: Could not find cufinufft library in system path  # from the report: tier 1's import "
         "raised this, naming no CUDA library — check that it says CUDA is missing"
     ]
+
+
+def test_a_wheel_without_cuda_is_told_the_switch_the_source_reads(tmp_path: Path) -> None:
+    """What the audit says of a CPU build under a CUDA name: the switch a draft would set (LightGBM's USE_CUDA,
+    OFF by default), unless the recipe sets it already — then where to look."""
+    source = SdistSource(
+        sdist="lightgbm==4.7.0", sha256="f8e20f682c9aabd000bcf4a7ed8aa6f473c1adfecccae34ec24e823d156f4af0"
+    )
+    hint = switch_hint(source, tmp_path, ["MY_JOBS 4"])
+    assert hint.endswith("the source reads CMAKE_ARGS -DUSE_CUDA=ON (CMakeLists.txt:12 option(USE_CUDA ... OFF))")
+    set_already = switch_hint(source, tmp_path, ["CMAKE_ARGS -DUSE_CUDA=ON"])
+    assert "find what turns its CUDA build on" in set_already and "USE_CUDA" not in set_already

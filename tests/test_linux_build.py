@@ -4,6 +4,7 @@ image, auditwheel and patchelf, the ELF audit, and smoke tiers in fresh containe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -333,7 +334,8 @@ name: cxxprobe
 version: "0.1.0"
 import: cxxprobe
 source: {path: source}
-components: []
+components: [cudart]
+opens_cuda: [cudart]
 modules:
   cxxprobe._text: []
 smoke:
@@ -376,23 +378,42 @@ PyMODINIT_FUNC PyInit__text(void) { return PyModule_Create(&module); }
 """
 
 
-def test_a_cxx_extension_builds_and_repairs_in_the_build_image(tmp_path: Path, build_image: str) -> None:
+# The package's setup.py reads its CUDA switch, which the recipe leaves off (as a draft that missed it would); its
+# own code opens CUDA's runtime itself, when asked — what the recipe may declare instead.
+CXX_SETUP = """import os
+from setuptools import Extension, setup
+cuda = os.environ.get("CXXPROBE_FORCE_CUDA", "0")  # 1: also build the kernels (not in this stand-in)
+ext = Extension("cxxprobe._text", ["text.cpp"], language="c++", define_macros=[("CXXPROBE_CUDA", cuda)])
+setup(packages=["cxxprobe"], ext_modules=[ext])
+"""
+CXX_INIT = """import ctypes
+
+
+def runtime():
+    return ctypes.CDLL("libcudart.so.13")
+"""
+
+
+def test_a_cxx_extension_builds_and_repairs_in_the_build_image_and_holds_cuda_only_as_declared(
+    tmp_path: Path, build_image: str
+) -> None:
     # libstdc++ (streams, exceptions) and libm: the symbol versions a C++ package needs must fit the image's tag.
     root = copy_inputs(REPO, tmp_path / "project")
     recipe = root / "recipes" / "cxxprobe"
     (recipe / "source" / "cxxprobe").mkdir(parents=True)
     (recipe / "recipe.yaml").write_text(CXX_RECIPE)
-    (recipe / "source" / "cxxprobe" / "__init__.py").write_text("")
+    (recipe / "source" / "cxxprobe" / "__init__.py").write_text(CXX_INIT)
     (recipe / "source" / "text.cpp").write_text(CXX_SOURCE)
-    (recipe / "source" / "setup.py").write_text(
-        "from setuptools import Extension, setup\n"
-        "setup(packages=['cxxprobe'], ext_modules=[Extension('cxxprobe._text', ['text.cpp'], language='c++')])\n"
-    )
+    (recipe / "source" / "setup.py").write_text(CXX_SETUP)
     matrix = matrix_for(root, build_image)
 
     (record,) = build(BuildRequest(root, 13, ["3.12"], ["cxxprobe"], build_image, None, matrix))
 
+    # Declared as what it is, a package that opens CUDA's runtime itself (whose wheel it then requires), it passes
+    # the audit, and its smoke loads that runtime from NVIDIA's wheel in every layout.
     assert record.passed, record.why_not()
+    opened = [c for tier in record.smoke for c in tier.checks if c.name.startswith("cudart, which the package opens")]
+    assert opened and all(c.ok for c in opened), opened
     tag = (
         subprocess.run(
             ["docker", "run", "--rm", build_image, "sh", "-c", "echo $AUDITWHEEL_PLAT"], capture_output=True, text=True
@@ -403,6 +424,17 @@ def test_a_cxx_extension_builds_and_repairs_in_the_build_image(tmp_path: Path, b
     assert record.audit is not None
     (module,) = [b for b in record.audit.binaries if b.module == "cxxprobe._text"]
     assert "libstdc++.so.6" in module.needed and not module.problems
+    # Without that declaration, the very wheel is what a draft that missed the CUDA switch builds: a CPU build under
+    # a CUDA name, refused, saying what was looked for and which switch the source reads.
+    (recipe / "recipe.yaml").write_text(CXX_RECIPE.replace("opens_cuda: [cudart]\n", ""))
+    variant = next(v for v in make_plan(root, matrix, ["cxxprobe"]).variants if v.major == 13)
+    assert audit_wheel(dataclasses.replace(record.built, variant=variant)).problems == [
+        "holds no CUDA: none of its 1 binaries carries device code (a fatbin section) or links a CUDA 13 library or "
+        "the driver (libcuda.so.1), and the recipe declares no CUDA library that the package opens itself "
+        "(opens_cuda) — a CPU build under a CUDA name is never shipped; the build left CUDA out: turn its CUDA switch "
+        "on in the recipe's environment — the source reads CXXPROBE_FORCE_CUDA=1 (setup.py:3 reads "
+        "CXXPROBE_FORCE_CUDA)"
+    ]
 
 
 def test_an_image_without_a_wanted_python_stops_before_any_download(

@@ -174,7 +174,9 @@ def test_a_setup_py_only_source_gets_a_generated_pyproject(rendered: Path) -> No
     assert project["version"] == "2025.1.1"
     # Exactly what its setup() call gives: setuptools refuses a dynamic field that setup.py does not set.
     assert project["dynamic"] == ["authors", "urls", "license", "scripts", "gui-scripts", "entry-points"]
-    assert project["dependencies"] == ["nvidia-cuda-nvrtc>=13.0,<14", "numpy", "psutil"]
+    # Its own requirements, from PKG-INFO (the recipe drops pyopencl, which only an OpenCL build requires), then
+    # NVIDIA's wheels.
+    assert project["dependencies"] == ["numpy", "psutil", "nvidia-cuda-nvrtc>=13.0,<14"]
 
 
 def test_the_classifiers_setup_py_gives_are_kept(rendered: Path) -> None:
@@ -245,6 +247,22 @@ def test_an_rst_source_keeps_its_readme_with_the_variant_note(rendered: Path) ->
     assert "``nvidia-curand``" in note
     assert upstream.startswith("PyCUDA: Pythonic Access to CUDA, with Arrays and Algorithms\n=====")
     assert "PyCUDA lets you access" in upstream
+
+
+def test_the_variant_note_says_only_what_the_audit_holds_the_wheel_to(project: Path) -> None:
+    """No NVIDIA wheel: it needs the driver alone (not "the runtime is linked in", which no check proves); what the
+    package opens itself is named."""
+    recipe = project / "recipes/cuprobe/recipe.yaml"
+    recipe.write_text(
+        recipe.read_text().replace("optional: [nccl]\n", "optional: [nccl]\nopens_cuda: [nvrtc, driver]\n")
+    )
+    assert main(["--root", str(project), "render"]) == 0
+    rendered = project / "build" / "variants"
+    cuvec = _pyproject(rendered, "cuvec-cuda12x")["project"]["readme"]["text"]
+    assert "It carries no CUDA library: it requires none of NVIDIA's wheels, and needs only the NVIDIA driver." in cuvec
+    assert "linked in" not in cuvec
+    cuprobe = _pyproject(rendered, "cuprobe-cuda12x")["project"]["readme"]["text"]
+    assert "It opens `nvrtc` and the NVIDIA driver itself when it needs them. Importing it needs no GPU." in cuprobe
 
 
 def test_recipe_dependencies_swap_the_sources_per_major(project: Path) -> None:

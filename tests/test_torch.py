@@ -39,7 +39,7 @@ from wheelfactory.report import WheelRecord
 from wheelfactory.verify import verify, wheels_in
 
 from .conftest import OFFLINE_MATRIX, REPO, copy_inputs, torch_mismatch_said
-from .wheelbytes import make_wheel
+from .wheelbytes import host_library, make_wheel
 
 DESCRIBED = "Description-Content-Type: text/markdown\n\n# torchlike\n"
 
@@ -55,7 +55,7 @@ components: [cudart]
 provided_libraries:
   torch: {dir: torch/lib, libraries: [libc10.so, "libtorch*.so"]}
 modules:
-  torchlike._ops: [torch]
+  torchlike._ops: [cudart, torch]
 """
 SOURCE_PYPROJECT = """\
 [build-system]
@@ -164,16 +164,28 @@ def _gcc(*args: str | Path) -> None:
 
 def _wheel(variant: Variant, work: Path, requires_torch: bool, bundle: bool = False) -> Path:
     """A cp312 manylinux wheel of torchlike whose _ops module links a stand-in libc10.so (as auditwheel leaves
-    it), with or without Requires-Dist: torch, and with or without a vendored copy of the library."""
+    it) and CUDA's runtime, with or without Requires-Dist: torch, and with or without a vendored copy of the
+    library."""
     (work / "c10.c").write_text("int c10_value(void) { return 10; }\n")
     _gcc("-shared", "-fPIC", "-Wl,-soname,libc10.so", "-o", work / "libc10.so", work / "c10.c")
+    _gcc("-shared", "-fPIC", "-Wl,-soname,libcudart.so.13", "-o", work / "libcudart.so.13", work / "c10.c")
     tree = work / "tree"
     package = tree / "torchlike"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (work / "ops.c").write_text("int c10_value(void);\nint ops(void) { return c10_value(); }\n")
     module = package / "_ops.cpython-312-x86_64-linux-gnu.so"
-    _gcc("-shared", "-fPIC", "-Wl,--no-as-needed", "-o", module, work / "ops.c", f"-L{work}", "-lc10")
+    _gcc(
+        "-shared",
+        "-fPIC",
+        "-Wl,--no-as-needed",
+        "-o",
+        module,
+        work / "ops.c",
+        f"-L{work}",
+        "-lc10",
+        "-l:libcudart.so.13",
+    )
     if bundle:
         (tree / "torchlike.libs").mkdir()
         shutil.copy(work / "libc10.so", tree / "torchlike.libs" / "libc10-0123abcd.so")
@@ -204,7 +216,7 @@ def test_torch_libraries_are_reached_through_the_rpath_and_accepted_where_the_wh
     assert problems == []
     ops = built.binaries["torchlike/_ops.cpython-312-x86_64-linux-gnu.so"]
     assert "libc10.so" in ops.needed
-    assert ops.rpath == ("$ORIGIN/../torch/lib",)  # read back from the repaired wheel's file
+    assert ops.rpath == ("$ORIGIN/../nvidia/cu13/lib", "$ORIGIN/../torch/lib")  # read back from the repaired file
     audit = audit_wheel(built)
     assert [b.providers for b in audit.binaries] == [["torch"]]
 
@@ -224,11 +236,11 @@ def test_a_module_whose_policy_leaves_torch_out_and_a_vendored_copy_are_refused(
     torch_project: Path, tmp_path: Path
 ) -> None:
     recipe = torch_project / "recipes/torchlike/recipe.yaml"
-    recipe.write_text(recipe.read_text().replace("torchlike._ops: [torch]", "torchlike._ops: []"))
+    recipe.write_text(recipe.read_text().replace("torchlike._ops: [cudart, torch]", "torchlike._ops: [cudart]"))
     variant = _variant(torch_project)
     _, problems = _repaired_audit(variant, _wheel(variant, tmp_path, True, bundle=True), tmp_path / "out")
     assert problems == [
-        "torchlike/_ops.cpython-312-x86_64-linux-gnu.so: needs libc10.so (torch's) but may link nothing — add torch "
+        "torchlike/_ops.cpython-312-x86_64-linux-gnu.so: needs libc10.so (torch's) but may link cudart — add torch "
         "to its policy in the recipe, or stop linking it",
         "torchlike.libs/libc10-0123abcd.so: is torch's library, bundled in the wheel — it must come from torch (the "
         "repair excludes what provided_libraries names: is the name right?)",
@@ -439,7 +451,12 @@ def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_th
     # What the release holds for cp312: the 2.15 build under the plain name (PyPI's), each under its label.
     release = tmp_path / "release"
     release.mkdir()
-    plain = make_wheel(release, "torchlike_cuda13x-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl", metadata=DESCRIBED)
+    plain = make_wheel(
+        release,
+        "torchlike_cuda13x-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+        {"torchlike/libop.so": host_library("libcudart.so.13")},
+        metadata=DESCRIBED,
+    )
     labelled = []
     for variant in plan.variants:
         assert variant.torch is not None

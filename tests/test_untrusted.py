@@ -43,7 +43,7 @@ from wheelfactory.verify import verify
 
 from . import elfbytes as eb
 from .conftest import Quiet, served, serving
-from .wheelbytes import make_wheel, record_line, wheel_files, write_zip
+from .wheelbytes import host_library, make_wheel, record_line, wheel_files, write_zip
 
 SECOND = 1.0
 MEMORY = 256 << 20
@@ -337,12 +337,15 @@ JOB = {
     "python": "3.12",
     "platform": "linux-x86_64",
     "size_limit_mb": 100,
+    "cuda": 12,
 }
 
 
 def _sound(tmp_path: Path, file_name: str = WHEEL, **options: str) -> Path:
+    """A wheel every check of the gate takes: its library links CUDA 12's runtime."""
     (tmp_path / "w").mkdir(exist_ok=True)
-    return make_wheel(tmp_path / "w", file_name, {"cuprobe/__init__.py": b""}, metadata=DESCRIBED, **options)
+    files = {"cuprobe/__init__.py": b"", "cuprobe/libprobe.so": host_library("libcudart.so.12")}
+    return make_wheel(tmp_path / "w", file_name, files, metadata=DESCRIBED, **options)
 
 
 def _rewritten(wheel: Path, change: Callable[[dict[str, bytes]], None]) -> Path:
@@ -424,8 +427,26 @@ def test_the_gate_passes_one_wheel_for_every_python_where_the_plan_says_so(abi: 
 
 
 def test_the_gate_holds_each_wheel_to_its_size_limit(tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path, WHEEL, {"cuprobe/data.bin": os.urandom(3 << 19)}, metadata=DESCRIBED)
+    files = {"cuprobe/data.bin": os.urandom(3 << 19), "cuprobe/libprobe.so": host_library("libcudart.so.12")}
+    wheel = make_wheel(tmp_path, WHEEL, files, metadata=DESCRIBED)
     assert verify([{**JOB, "size_limit_mb": 1}], [wheel]) == [f"{WHEEL}: 1.5 MiB, over its 1 MiB limit"]
+
+
+def test_the_gate_refuses_a_cuda_wheel_without_cuda_unless_the_package_opens_it_itself(tmp_path: Path) -> None:
+    """A CPU build under a CUDA name (its library links libc alone, as a build that missed the CUDA switch makes
+    it), read again at the gate whatever the audit said; one whose package opens CUDA itself, so declared, passes."""
+    cpu = make_wheel(
+        tmp_path, WHEEL, {"cuprobe/__init__.py": b"", "cuprobe/libprobe.so": host_library()}, metadata=DESCRIBED
+    )
+    (problem,) = verify([JOB], [cpu])
+    assert problem.startswith(
+        f"{WHEEL}: holds no CUDA: none of its 1 binaries carries device code (a fatbin section) or links a CUDA 12 "
+        "library or the driver (libcuda.so.1), and the recipe declares no CUDA library that the package opens "
+        "itself (opens_cuda) — a CPU build under a CUDA name is never shipped; its build left CUDA out"
+    ), problem
+    assert verify([{**JOB, "opens_cuda": ["nvrtc"]}], [cpu]) == []
+    # CUDA 12's runtime is no CUDA of a CUDA 13 wheel.
+    assert "holds no CUDA" in verify([{**JOB, "cuda": 13}], [_sound(tmp_path)])[0]
 
 
 @pytest.mark.parametrize("case", sorted(GATE_CASES))

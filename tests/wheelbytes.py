@@ -4,7 +4,10 @@ same with one thing broken, for the gates and readers to refuse."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import subprocess
+import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -47,3 +50,32 @@ def write_zip(path: Path, members: dict[str, bytes] | list[tuple[str, bytes]]) -
 
 def make_wheel(directory: Path, file_name: str, files: dict[str, bytes] | None = None, **options: str) -> Path:
     return write_zip(directory / file_name, wheel_files(file_name, files, **options))
+
+
+@functools.cache
+def host_library(needed: str | None = None) -> bytes:
+    """A shared library the host's gcc builds (x86-64 ELF): linking `needed`, a stand-in built beside it under that
+    soname (libcudart.so.12: what a CUDA wheel's library links), or nothing but libc (a CPU build)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        (folder / "stub.c").write_text("int stand_in(void) { return 1; }\n")
+        (folder / "lib.c").write_text(
+            f"int stand_in(void); int touch(void) {{ return {'stand_in()' if needed else '0'}; }}\n"
+        )
+        link: list[str] = []
+        if needed:
+            stub = [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                f"-Wl,-soname,{needed}",
+                "-o",
+                str(folder / needed),
+                str(folder / "stub.c"),
+            ]
+            subprocess.run(stub, check=True)
+            link = ["-Wl,--no-as-needed", f"-L{folder}", f"-l:{needed}"]
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-o", str(folder / "lib.so"), str(folder / "lib.c"), *link], check=True
+        )
+        return (folder / "lib.so").read_bytes()

@@ -39,7 +39,8 @@ from .binaries.torchabi import stable_abi_problems
 from .binaries.wheelcheck import check_wheel
 from .binaries.wheelfile import Binary, members, requires_dist, unvendored
 from .built import BuiltWheel
-from .components import OS, component_table, platforms, toolkit_table
+from .components import component_table, platforms, toolkit_table
+from .cuda_held import is_cuda_library, no_cuda, switch_hint
 from .declared import declared_problems, needed_components, origin_entry, rpath_dirs
 from .inputs import DRIVER
 from .plan import Variant
@@ -92,14 +93,6 @@ def windows_system_dlls() -> tuple[str, ...]:
     return tuple(p.lower() for p in data["dlls"])
 
 
-def _is_cuda(library: str, major: int, os_name: OS) -> bool:
-    table = component_table()
-    library = unvendored(library).lower()
-    driver = table.driver.on(os_name)
-    patterns = [*table.all_libraries(major, os_name), driver]
-    return any(fnmatch.fnmatch(library, p.lower()) for p in patterns)
-
-
 class _Checker:
     """The checks that do not depend on the binary format."""
 
@@ -138,7 +131,7 @@ class _Checker:
                     "(the repair excludes what provided_libraries names: is the name right?)"
                 )
                 return []
-            if _is_cuda(name, self.variant.major, self.os):
+            if is_cuda_library(name, self.variant.major, self.os):
                 audit.problems.append(
                     "a CUDA library is bundled in the wheel — it must come from NVIDIA's wheels "
                     "(exclude it from the repair)"
@@ -223,7 +216,7 @@ class _Checker:
                     "or fix the recipe's module policy"
                 )
             return True
-        if _is_cuda(library, self.variant.major, self.os):
+        if is_cuda_library(library, self.variant.major, self.os):
             audit.problems.append(f"needs CUDA library {shown(library)}, which no allowed component provides")
             return True
         return False
@@ -344,6 +337,16 @@ def _check_pe(binary: Binary, checker: _Checker, python: str) -> BinaryAudit:
     return audit
 
 
+def _cuda_held(built: BuiltWheel) -> list[str]:
+    """A `-cudaNNx` wheel holds CUDA (cuda_held), else its build most likely missed the source's CUDA switch."""
+    variant = built.variant
+    missing = no_cuda(list(built.binaries.values()), variant.major, built.name.os, variant.recipe.opens_cuda)
+    if missing is None:
+        return []
+    given = [f"{name} {value}" for name, value in variant.environment.items()]
+    return [f"{missing}; {switch_hint(variant.recipe.source, variant.recipe_dir, given)}"]
+
+
 def audit_wheel(built: BuiltWheel) -> WheelAudit:
     """Check the wheel as pip and PyPI would (its own wheels are read back, not trusted), and every binary the
     repair read against the recipe's policy."""
@@ -373,6 +376,7 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     modules = {b.module for b in binaries if b.module}
     libraries = {_binary_name(b) for b in binaries if not b.module}
     problems += declared_problems(variant, modules, name.os, name.arch, libraries)
+    problems += _cuda_held(built)
     # A wheel tied to one torch release may also be its labelled copy, as its index page holds it.
     locked = variant.locked_torch
     versions = [variant.recipe.version, *([f"{variant.recipe.version}+{locked.label}"] if locked else [])]

@@ -290,6 +290,7 @@ class WheelJob:
             "on_pypi": variant.on_pypi,
             "size_limit_mb": variant.recipe.size_limit_mb,
             "cuda": variant.major,
+            "opens_cuda": list(variant.recipe.opens_cuda),
             "python": self.cell.python,
             "pythons": list(self.cell.pythons),
             # What the smoke runner's setup-python installs: the Pythons the wheel is smoke-tested on (a Windows

@@ -45,19 +45,20 @@ from .declared import (
 )
 from .errors import InputError, Problem, UserError
 from .gpus import code_facts, products_covered, runs_on
+from .inputs import DRIVER
 from .plan import Plan, Variant
 from .platforms import PLATFORMS
 from .pytorch.index_pages import index_page
 from .source_metadata import (
     Readme,
     SourceText,
+    declared_requirements,
     setup_py_classifiers,
     setup_py_fields,
     source_build_requires,
     source_extras,
     source_project,
     source_readme,
-    source_requirements,
 )
 from .sources import package_dir, source_tree
 from .templating import template_environment
@@ -129,16 +130,21 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
     markup = source.content_type if source else "text/markdown"
     code = {"text/markdown": "`{}`", "text/x-rst": "``{}``"}.get(markup, "{}")
     wheels = sorted({Requirement(line).name for line in nvidia_dependencies(variant)})
+    # Only what the audit holds every wheel of the recipe to: no CUDA library inside, those of its components from
+    # NVIDIA's wheels, none but the driver without them; device code, a CUDA link or a declared opening of CUDA.
     where = (
         f"it loads them from NVIDIA's pip wheels ({', '.join(code.format(w) for w in wheels)}), which pip installs "
         "with it"
         if wheels
-        else "what it needs of the CUDA runtime is linked in, and it needs only the NVIDIA driver"
+        else "it requires none of NVIDIA's wheels, and needs only the NVIDIA driver"
     )
+    opens = ["the NVIDIA driver" if name == DRIVER else code.format(name) for name in variant.recipe.opens_cuda]
+    listed = " and ".join([", ".join(opens[:-1]), opens[-1]] if len(opens) > 1 else opens)
+    opened = f" It opens {listed} itself when it needs them." if opens else ""
     note = (
         f"This is the CUDA {variant.major}.x build of {code.format(variant.recipe.name)} (built against CUDA "
         f"{variant.cuda.toolkit}), published as {code.format(variant.dist_name)}. It carries no CUDA library: "
-        f"{where}. Importing it needs no GPU."
+        f"{where}.{opened} Importing it needs no GPU."
     )
     if variant.torch:
         pinned = torch_requirement(variant)
@@ -220,7 +226,7 @@ def template_context(
         "torch_oldest": variant.torch_target,
         "torch_pages": torch_pages(variant),
         "requires_python": str(variant.requires_python),
-        "dependencies": dependencies(variant),
+        "dependencies": dependencies(variant, _setup_requirements(variant, tree, root) if project is None else None),
         # A source without a [project] table gives its extras through setup(): the variant states them (its static
         # optional-dependencies would make setuptools drop setup()'s).
         "extras": variant_extras(variant, source_extras(tree) if project is None else {}),
@@ -239,6 +245,29 @@ def template_context(
         ),
         **gpu_code_context(variant, siblings),
     }
+
+
+def _setup_requirements(variant: Variant, tree: Path, root: Path) -> list[str]:
+    """The requirements a source without a [project] table declares (declared_requirements), each a valid
+    requirement, else InputError at its place in setup.py; those the recipe drops left out. The variant states
+    them all: its static list would make setuptools drop setup()'s."""
+    lines = declared_requirements(tree) or []
+    if (tree / "setup.py").is_file():
+        _check_requirements(SourceText.read(tree / "setup.py", root), [(line, line) for line in lines])
+    return _kept(variant, lines, root)
+
+
+def _kept(variant: Variant, lines: list[str], root: Path) -> list[str]:
+    """The source's requirements but those the recipe drops (dropped_requirements); a drop that names none of them
+    is stale, and refused at its place in the recipe."""
+    dropped = {canonicalize_name(name) for name in variant.recipe.dropped_requirements}
+    named = {canonicalize_name(Requirement(line).name) for line in lines}
+    stale = [name for name in variant.recipe.dropped_requirements if canonicalize_name(name) not in named]
+    if stale:
+        recipe = SourceText.read(variant.recipe_dir / "recipe.yaml", root)
+        message = "the source does not require {} — remove it from dropped_requirements"
+        raise InputError([recipe.problem(f"{name}:", message.format(shown(name))) for name in stale])
+    return [line for line in lines if canonicalize_name(Requirement(line).name) not in dropped]
 
 
 def environment(root: Path) -> jinja2.Environment:
@@ -403,7 +432,7 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     source_deps = [str(d) for d in project.get("dependencies", [])]
     _check_requirements(pyproject, [(line, line) for line in source_deps])
     if "dependencies" in dynamic:
-        stated = source_requirements(tree)
+        stated = declared_requirements(tree)
         source_deps += _computed_requirements(
             tree, computed.get("dependencies"), "dependencies", variant, pyproject, stated
         )
@@ -423,7 +452,7 @@ def _rewrite_project(project: Any, ours: Any, variant: Variant, doc: Any, tree: 
     for key in VARIANT_FIELDS:
         project[key] = ours[key]
     project["classifiers"] = _multiline(merged_classifiers(source_classifiers, [str(c) for c in ours["classifiers"]]))
-    project["dependencies"] = _multiline(dependencies(variant, source_deps))
+    project["dependencies"] = _multiline(dependencies(variant, _kept(variant, source_deps, pyproject.root)))
     if extras_now:
         extras_table = project.setdefault("optional-dependencies", tomlkit.table())
         for extra in [e for e in extras_table if e not in extras_now]:

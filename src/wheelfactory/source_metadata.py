@@ -190,13 +190,35 @@ def source_requirements(tree: Path) -> list[str] | None:
     return [line for line in stated if "extra ==" not in line] if stated else None
 
 
+def setup_requirements(tree: Path) -> list[str] | None:
+    """setup()'s install_requires where it is a literal (a list of lines, or one text of them, as setuptools takes
+    it), read from the syntax tree and never run; None where setup() gives none or computes it."""
+    given = setup_keywords(tree).get("install_requires")
+    try:
+        value = ast.literal_eval(given) if given is not None else None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    lines = value.splitlines() if isinstance(value, str) else value
+    if not isinstance(lines, list | tuple) or not all(isinstance(line, str) for line in lines):
+        return None
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def declared_requirements(tree: Path) -> list[str] | None:
+    """What the source's own build would declare it requires (its extras aside), where no [project] table says
+    it: the sdist's PKG-INFO Requires-Dist, else setup()'s literal install_requires (an sdist written by an older
+    setuptools has the first empty); None where neither says."""
+    stated = source_requirements(tree)
+    return stated if stated is not None else setup_requirements(tree)
+
+
 def source_extras(tree: Path) -> dict[str, list[str]]:
     """The extras a setup.py-only source declares (setup()'s extras_require): from the sdist's PKG-INFO, where
-    setuptools wrote them out, else from setup() when it gives them as a literal mapping."""
+    setuptools wrote them out with their requirements, else from setup() when it gives them as a literal mapping."""
     info = pkg_info(tree)
     names = [str(n) for n in info.get("provides_extra", [])]
-    if names:
-        requirements = [str(r) for r in info.get("requires_dist", [])]
+    requirements = [str(r) for r in info.get("requires_dist", [])]
+    if names and requirements:  # an older setuptools wrote the extras' names alone (nerfacc 0.5.3's PKG-INFO)
         return {name: _extra_lines(requirements, name) for name in names}
     given = setup_keywords(tree).get("extras_require")
     try:

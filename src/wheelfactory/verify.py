@@ -14,6 +14,7 @@ other input, each problem at its file:line:col with the job named, exit status 2
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -22,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import host
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import WheelAbi, WheelName, python_tag
+from .binaries.wheelfile import WheelAbi, WheelName, python_tag, read_binaries, unpack
 from .components import platforms
-from .errors import InputError, Problem
+from .cuda_held import no_cuda
+from .errors import BadBytes, InputError, Problem
 from .inputs import yamlsource
 from .inputs.validation import VersionText, problems_from
 from .pytorch.index_pages import INDEX_DIR, labelled_wheels
@@ -44,6 +46,8 @@ class PlannedWheel(BaseModel):
     abi: WheelAbi = "cpython"  # plans written before abi3 and py3-none wheels say none
     platform: str
     size_limit_mb: Annotated[int, Field(gt=0)]
+    cuda: Annotated[int, Field(gt=0)]  # the CUDA major the wheel's name promises
+    opens_cuda: list[str] = []  # the recipe's: CUDA libraries the package opens itself at run time
     # A wheel tied to one torch release: its local label and index page (torch-index/<torch_index>/<project>/),
     # and whether the plain version goes to PyPI too. Plans written before torch trains say none.
     torch_label: str | None = None
@@ -116,6 +120,19 @@ def _tag_problems(name: WheelName, job: PlannedWheel) -> list[str]:
     return [f"tagged {', '.join(odd)}, where job {job.id} builds {wanted}"] if odd else []
 
 
+def _cuda_problems(wheel: Path, name: WheelName, job: PlannedWheel) -> list[str]:
+    """The wheel holds CUDA (cuda_held): read again here, whatever the audit said of it before."""
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            binaries = read_binaries(unpack(wheel, Path(scratch)), name.os)
+        except BadBytes:
+            return []  # check_wheel reported why it cannot be unpacked
+    missing = no_cuda(list(binaries.values()), job.cuda, name.os, job.opens_cuda)
+    if missing is None:
+        return []
+    return [f"{missing}; its build left CUDA out — `nox -s build` names where the source's CUDA switch probably is"]
+
+
 def wheels_in(folder: Path) -> list[Path]:
     """A release folder's wheels: those at its top, and the labelled ones on its torch index pages."""
     return sorted([*folder.glob("*.whl"), *labelled_wheels(folder)])
@@ -143,7 +160,7 @@ def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path
         found[key] = wheel
         if key in expected:
             job, folder = expected[key]
-            problems += [f"{wheel.name}: {p}" for p in _tag_problems(name, job)]
+            problems += [f"{wheel.name}: {p}" for p in [*_tag_problems(name, job), *_cuda_problems(wheel, name, job)]]
             found_in = _folder(wheel)
             if found_in != folder:
                 lies, wanted = (f"{f}/" if f else "the folder's top" for f in (found_in, folder))

@@ -31,6 +31,8 @@ _LINK_FLAG = re.compile(r"""["']-l(\w+)["']""")
 _EXCLUDE = re.compile(r"--exclude[= ]+([^\s\"']+)")
 # What a build against torch's C++ API shows in setup.py.
 _TORCH_BUILD = re.compile(r"\bcpp_extension\b|\bCUDAExtension\b|\bBuildExtension\b")
+# A variable a setup.py reads that forces its CUDA build (FORCE_CUDA, TORCH_SCATTER_FORCE_CUDA... _FORCE_BUILD).
+_FORCES_CUDA = re.compile(r"FORCE_(CUDA|BUILD)$|^FORCE_CUDA$")
 # CMake's and the link line's names for the driver, which no component is.
 DRIVER_NAMES = frozenset({"cuda", "cuda_driver"})
 # Variables a setup.py reads whose values the factory gives (CUDA_HOME and its kin) or cibuildwheel does.
@@ -95,6 +97,19 @@ def read_cuda_build(tree: Path) -> CudaBuild:
     found.torch = _torch(tree)
     found.platforms = _platforms(tree)
     return found
+
+
+def cuda_switches(tree: Path) -> dict[str, str]:
+    """The switches a draft turns the source's CUDA build on with -> how it sets each and where it was read: what
+    a build that left CUDA out most likely missed."""
+    found = read_cuda_build(tree)
+    switches = {
+        g.value[2:].split("=")[0]: f"CMAKE_ARGS {g.value} ({g.read_from})"
+        for g in found.cmake_args
+        if g.value.endswith("=ON")
+    }
+    switches |= {n: f"{n}={g.value} ({g.read_from})" for n, g in found.environment.items() if _FORCES_CUDA.search(n)}
+    return switches
 
 
 def _shown_path(tree: Path, path: Path) -> str:
@@ -192,7 +207,7 @@ def _read_setup_py(tree: Path, found: CudaBuild) -> None:
         found.environment["NVCC_APPEND_FLAGS"] = Guess("$NVCC_GENCODE", where, "else nvcc's default GPU alone")
     reads = _environment_reads(module)
     for name, line in reads.items():
-        if re.search(r"FORCE_(CUDA|BUILD)$|^FORCE_CUDA$", name) and name not in found.environment:
+        if _FORCES_CUDA.search(name) and name not in found.environment:
             value = "TRUE" if re.search(rf"{name}\W+[^\n]*==\s*['\"]TRUE['\"]", text) else "1"
             found.environment[name] = Guess(value, f"setup.py:{line} reads {name}", "forces the CUDA build")
     others = [n for n in reads if n not in FACTORY_GIVES and n not in found.environment]

@@ -171,11 +171,21 @@ class Recipe(Strict):
     # A binary (pattern) built on purpose for fewer architectures (e.g. a Hopper-only kernel: [90, 100, 120]): it
     # must carry SASS for those of the variant's that are listed here, PTX for the newest of them.
     device_code_archs: dict[str, list[int]] = {}
+    # The CUDA libraries the package opens itself at run time instead of linking them (dlopen, ctypes, LoadLibrary,
+    # cuda-pathfinder: cuda-bindings), by component (of components or optional), or `driver`. A wheel none of whose
+    # binaries carries device code or links a CUDA library holds CUDA only through these; without them the audit
+    # and the release gate refuse it as a CPU build under a CUDA name. The smoke loads each one's library from
+    # NVIDIA's wheels beside the installed package.
+    opens_cuda: list[str] = []
     # Shared libraries that are not extension modules (file-name patterns) -> the components they may link.
     shared_libraries: dict[str, list[str]] = {}
     # Requires-Dist besides the NVIDIA wheels; a mapping {major: requirement} is a requirement of that major only.
     # One that names a requirement of the source replaces it.
     dependencies: list[str | dict[int, str]] = []
+    # Requirements the source states (PKG-INFO, setup()'s install_requires, [project]) that the variant's build would
+    # not, by distribution name, each with the reason its reviewers read (pyvkfft's PKG-INFO names pyopencl, which
+    # its setup.py adds only where it builds the OpenCL backend). The variant keeps every other one.
+    dropped_requirements: dict[str, str] = {}
     # Variables for the build (a mapping {major: value} for one that differs per major); they may use the
     # factory's own, e.g. "$NVCC_GENCODE" or "$CMAKE_CUDA_ARCHITECTURES".
     environment: dict[str, str | dict[int, str]] = {}

@@ -154,6 +154,26 @@ def check_recipe(
     return [problem for fields, check in checks if not fields & skip for problem in check()]
 
 
+def _check_opens_cuda(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """What the package opens itself is one of its components (whose wheel it then requires) or the driver,
+    named once."""
+    declared = [*recipe.components, *recipe.optional, DRIVER]
+    problems = []
+    for i, name in enumerate(recipe.opens_cuda):
+        if name in recipe.opens_cuda[:i]:
+            problems.append(src.problem(("opens_cuda", i), f"{shown(name)} is listed twice — keep one"))
+        elif name not in declared:
+            known = component_table().names()
+            hint = (
+                "add it to components (or optional), whose wheel the package then requires"
+                if name in known
+                else did_you_mean(name, declared)
+            )
+            message = f"{shown(name, quoted=True)} is none of the recipe's components, nor driver — {hint}"
+            problems.append(src.problem(("opens_cuda", i), message))
+    return problems
+
+
 def _check_majors(recipe: Recipe, src: SourceMap, majors: dict[int, Any]) -> list[Problem]:
     if recipe.cuda is not None and not recipe.cuda:
         return [src.problem(("cuda",), f"no CUDA majors — name some of {sorted(majors)}, or leave cuda out for all")]
@@ -223,9 +243,7 @@ def _check_provided_libraries(recipe: Recipe, src: SourceMap) -> list[Problem]:
     problems = []
     for name, provided in recipe.provided_libraries.items():
         at: Loc = ("provided_libraries", name)
-        if not _DISTRIBUTION_RE.match(name):
-            message = f"{shown(name, quoted=True)} is not a distribution name — write the name pip installs, e.g. torch"
-            problems.append(src.problem(at, message, key=True))
+        problems += _not_a_distribution(name, at, src, "write the name pip installs, e.g. torch")
         folder = PurePosixPath(provided.dir)
         if "\\" in provided.dir or folder.is_absolute() or ".." in folder.parts or provided.dir.startswith("~"):
             message = f"{shown(provided.dir, quoted=True)} leaves site-packages — name a folder in it, e.g. torch/lib"
@@ -436,6 +454,36 @@ def _check_requirements(recipe: Recipe, src: SourceMap) -> list[Problem]:
     elif recipe.build_backend.startswith("setuptools.") and "setuptools" not in build_names:
         message = f'{recipe.build_backend} is setuptools\'s backend; build_requires lacks it — add "setuptools>=77"'
         problems.append(src.problem(("build_requires",), message))
+    return problems + _check_dropped(recipe, src)
+
+
+def _not_a_distribution(name: str, at: Loc, src: SourceMap, hint: str) -> list[Problem]:
+    """A key that must be a distribution's name, as PEP 508 spells it."""
+    if _DISTRIBUTION_RE.match(name):
+        return []
+    return [src.problem(at, f"{shown(name, quoted=True)} is not a distribution name — {hint}", key=True)]
+
+
+def _check_dropped(recipe: Recipe, src: SourceMap) -> list[Problem]:
+    """Each dropped requirement a distribution name the recipe does not require itself, with its reason."""
+    required = set()
+    for dep in recipe.dependencies:
+        for line in dep.values() if isinstance(dep, dict) else [dep]:
+            try:
+                required.add(canonicalize_name(Requirement(line).name))
+            except InvalidRequirement:
+                continue  # _check_requirements says so
+    problems = []
+    for name, why in recipe.dropped_requirements.items():
+        at: Loc = ("dropped_requirements", name)
+        misnamed = _not_a_distribution(name, at, src, "write the name the source requires")
+        problems += misnamed
+        if not misnamed and canonicalize_name(name) in required:
+            message = f"{name} is in the recipe's dependencies too — keep it there, or drop it, not both"
+            problems.append(src.problem(at, message, key=True))
+        if not why.strip() or any(not c.isprintable() for c in why):
+            message = "the reason is one line of printable text — say why the variant's build would not require it"
+            problems.append(src.problem(at, message))
     return problems
 
 
@@ -575,7 +623,7 @@ def _check_components(recipe: Recipe, src: SourceMap, platforms_of: dict[int, An
                         "or leave those platforms out of the recipe's platforms"
                     )
                     problems.append(src.problem(at, message))
-    return problems
+    return problems + _check_opens_cuda(recipe, src)
 
 
 def unclosed_class(pattern: str) -> int | None:

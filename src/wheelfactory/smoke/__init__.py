@@ -20,7 +20,8 @@ allows: a module that opens CUDA lazily must import without it.
    recipe's commands succeed. A binary that links the driver eagerly fails here too, and the check records the
    error it gives. Where the wheel uses NVRTC, a kernel is compiled to CUBIN (no GPU needed) while a decoy
    system copy of NVRTC's builtins is registered with ldconfig in the container: the builtins NVRTC opens must
-   come from the layout's NVIDIA wheels all the same.
+   come from the layout's NVIDIA wheels all the same. What the recipe says the package opens itself (opens_cuda)
+   is found where the layout's NVIDIA wheel put it and loads, with the package imported first.
    Beside it, the wheel and a stand-in of another variant (the same files under the other major's distribution
    name) installed into one folder, as a user may by mistake: the import warns, naming both, and `python -m
    pkg._cuda_variant` fails saying so — where tier 1 proves both silent with the wheel alone.

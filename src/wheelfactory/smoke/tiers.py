@@ -30,6 +30,7 @@ from ..declared import (
     site_packages,
     variant_module_name,
 )
+from ..inputs import DRIVER
 from ..plan import Variant
 from .installs import install_checks, installs_without_nvidia
 from .machines import Layout, Machine
@@ -52,6 +53,14 @@ status = nvrtc.nvrtcCompileProgram(program, 1, (ctypes.c_char_p * 1)(b"-arch=sm_
 size = ctypes.c_size_t()
 nvrtc.nvrtcGetCUBINSize(program, ctypes.byref(size))
 assert status == 0 and size.value > 0, f"NVRTC failed: status {{status}}, CUBIN of {{size.value}} bytes"
+"""
+
+
+# Loads a library the package says it opens itself (opens_cuda), from the layout, after importing the package.
+OPENED = """import ctypes, glob, {package}
+found = sorted(glob.glob({library!r}, recursive=True))
+assert found, "no file matches {library}: the NVIDIA wheel the package opens is not where pip put it"
+ctypes.CDLL(found[0])
 """
 
 
@@ -260,6 +269,7 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
         for command in smoke_spec.with_cuda
     ]
     checks += nvrtc_compile(built, site, pythonpath)
+    checks += opened_cuda(built, site, pythonpath)
     if layout.name == "target":  # into the folder beside the CUDA wheels, where pip cannot check them
         installs = installs_without_nvidia(machine, built, layout.pythonpath)
     else:
@@ -272,22 +282,42 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
     return _run_tier(result, machine, layout.python, installs, checks, installed)
 
 
+def _library_in(built: BuiltWheel, component: str, site: str) -> str | None:
+    """A glob of the component's (first) library under `site`, where NVIDIA's wheel puts it; None where NVIDIA
+    ships no wheel of it for the wheel's OS and machine."""
+    entry = component_table().get(component, built.variant.major)
+    layout = entry.layout(built.name.os, built.name.arch) if entry else None
+    return None if layout is None else f"{glob.escape(site)}/**/{layout.folder}/{layout.libraries[0]}"
+
+
 def nvrtc_compile(built: BuiltWheel, site: str, pythonpath: str | None) -> list[tuple[str, dict[str, object]]]:
     """Where the wheel uses NVRTC (or a component it needs does): a kernel compiled to CUBIN after importing the
     package, with every CUDA library mapped — NVRTC's builtins, opened by name, included — from under `site`."""
     variant = built.variant
     if "nvrtc" not in variant.runtime_closure(variant.components(optional=False)):
         return []
-    entry = component_table().get("nvrtc", variant.major)
-    layout = entry.layout(built.name.os, built.name.arch) if entry else None
-    if layout is None:
+    library = _library_in(built, "nvrtc", site)
+    if library is None:
         return []
     arch = max(variant.cuda_archs(built.cell.platform))
-    folder = layout.folder
-    library = f"{glob.escape(site)}/**/{folder}/{layout.libraries[0]}"
     statement = NVRTC_COMPILE.format(package=variant.recipe.import_name, library=library, arch=arch)
     _, spec = _expect(statement, "ok", site=site, pythonpath=pythonpath)
     return [(f"NVRTC compiles a kernel to CUBIN for sm_{arch}, its builtins from this layout → ok", spec)]
+
+
+def opened_cuda(built: BuiltWheel, site: str, pythonpath: str | None) -> list[tuple[str, dict[str, object]]]:
+    """What the recipe says the package opens itself (opens_cuda), as far as a machine without a GPU can tell:
+    with the package imported, each component's library is found where NVIDIA's wheel puts it in this layout, and
+    loads (with what it needs, all from under `site`). The driver is no GPU-free machine's to open."""
+    checks = []
+    for component in built.variant.recipe.opens_cuda:
+        library = None if component == DRIVER else _library_in(built, component, site)
+        if library is None:
+            continue
+        statement = OPENED.format(package=built.variant.recipe.import_name, library=library)
+        _, spec = _expect(statement, "ok", site=site, pythonpath=pythonpath)
+        checks.append((f"{component}, which the package opens itself, loads from this layout → ok", spec))
+    return checks
 
 
 def nvrtc_decoys(variant: Variant) -> tuple[str, ...]:
