@@ -43,7 +43,7 @@ from wheelfactory.verify import verify
 
 from . import elfbytes as eb
 from .conftest import Quiet, served, serving
-from .wheelbytes import make_wheel, record_line, wheel_files, write_zip
+from .wheelbytes import SOURCE, make_wheel, record_line, wheel_files, write_zip
 
 SECOND = 1.0
 MEMORY = 256 << 20
@@ -337,12 +337,14 @@ JOB = {
     "python": "3.12",
     "platform": "linux-x86_64",
     "size_limit_mb": 100,
+    "source": SOURCE.as_json(),
 }
 
 
 def _sound(tmp_path: Path, file_name: str = WHEEL, **options: str) -> Path:
     (tmp_path / "w").mkdir(exist_ok=True)
-    return make_wheel(tmp_path / "w", file_name, {"cuprobe/__init__.py": b""}, metadata=DESCRIBED, **options)
+    files = {"cuprobe/__init__.py": b""}
+    return make_wheel(tmp_path / "w", file_name, files, metadata=DESCRIBED, source=SOURCE, **options)
 
 
 def _rewritten(wheel: Path, change: Callable[[dict[str, bytes]], None]) -> Path:
@@ -424,7 +426,7 @@ def test_the_gate_passes_one_wheel_for_every_python_where_the_plan_says_so(abi: 
 
 
 def test_the_gate_holds_each_wheel_to_its_size_limit(tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path, WHEEL, {"cuprobe/data.bin": os.urandom(3 << 19)}, metadata=DESCRIBED)
+    wheel = make_wheel(tmp_path, WHEEL, {"cuprobe/data.bin": os.urandom(3 << 19)}, metadata=DESCRIBED, source=SOURCE)
     assert verify([{**JOB, "size_limit_mb": 1}], [wheel]) == [f"{WHEEL}: 1.5 MiB, over its 1 MiB limit"]
 
 
