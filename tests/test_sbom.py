@@ -27,7 +27,7 @@ from wheelfactory.sbom.document import (
 from wheelfactory.sources import SourceIdentity, folder_digest
 from wheelfactory.verify import verify
 
-from .wheelbytes import SOURCE, make_wheel, record_line, write_zip
+from .wheelbytes import JOB, SOURCE, make_wheel, record_line, write_zip
 
 WHEEL = "cuprobe_cuda12x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
 MODULE = "cuprobe/_runtime.cpython-312-x86_64-linux-gnu.so"
@@ -109,17 +109,6 @@ def test_auditwheel_s_own_sbom_is_merged_and_one_it_did_not_write_is_refused(tmp
     (sboms / "auditwheel.cdx.json").write_text('{"components": [{}, {"version": "1"}]}')
     with pytest.raises(BadBytes, match="not the CycloneDX auditwheel writes"):
         grafted_by_auditwheel(sboms.parent)
-
-
-JOB = {
-    "id": "cuprobe-cuda12x-cp312-manylinux_x86_64",
-    "dist_name": "cuprobe-cuda12x",
-    "version": "0.1.0",
-    "python": "3.12",
-    "platform": "linux-x86_64",
-    "size_limit_mb": 100,
-    "source": SOURCE.as_json(),
-}
 
 
 def _rewrite_sbom(wheel: Path, change: dict[str, object]) -> Path:

@@ -43,7 +43,7 @@ from wheelfactory.verify import verify
 
 from . import elfbytes as eb
 from .conftest import Quiet, served, serving
-from .wheelbytes import SOURCE, make_wheel, record_line, wheel_files, write_zip
+from .wheelbytes import JOB, SOURCE, make_wheel, record_line, wheel_files, write_zip
 
 SECOND = 1.0
 MEMORY = 256 << 20
@@ -328,17 +328,6 @@ def test_an_encrypted_member_is_refused(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the release gate
-
-
-JOB = {
-    "id": "cuprobe-cuda12x-cp312-manylinux_x86_64",
-    "dist_name": "cuprobe-cuda12x",
-    "version": "0.1.0",
-    "python": "3.12",
-    "platform": "linux-x86_64",
-    "size_limit_mb": 100,
-    "source": SOURCE.as_json(),
-}
 
 
 def _sound(tmp_path: Path, file_name: str = WHEEL, **options: str) -> Path:

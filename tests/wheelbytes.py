@@ -17,6 +17,16 @@ from wheelfactory.sources import SourceIdentity
 
 # The source a hand-made wheel's SBOM names, and the plan jobs of the tests that give one.
 SOURCE = SourceIdentity("path", "source", "5" * 64)
+# The plan's job of a cp312 cuprobe wheel from SOURCE.
+JOB = {
+    "id": "cuprobe-cuda12x-cp312-manylinux_x86_64",
+    "dist_name": "cuprobe-cuda12x",
+    "version": "0.1.0",
+    "python": "3.12",
+    "platform": "linux-x86_64",
+    "size_limit_mb": 100,
+    "source": SOURCE.as_json(),
+}
 
 
 def record_line(name: str, data: bytes) -> str:
