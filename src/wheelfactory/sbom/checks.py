@@ -30,8 +30,9 @@ def _members(wheel: Path) -> tuple[str, dict[str, bytes]]:
             raise BadBytes(f"{shown(wheel.name)}: {len(infos)} .dist-info folders at its top, where a wheel has one")
         names = {m.name for m in listed}
         wanted = {"METADATA": "METADATA", "RECORD": "RECORD", "SBOM": f"{SBOMS_DIR}/{SBOM_NAME}"}
+        limit = archives.MAX_MEMBER_BYTES
         found = {
-            key: archives.read_member(opened, f"{infos[0]}/{member}", MAX_SBOM_BYTES)
+            key: archives.read_member(opened, f"{infos[0]}/{member}", MAX_SBOM_BYTES if key == "SBOM" else limit)
             for key, member in wanted.items()
             if f"{infos[0]}/{member}" in names
         }
