@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from auditwheel.sboms import create_sbom_for_wheel
 
 from wheelfactory.errors import BadBytes
 from wheelfactory.sbom.checks import read_sbom, sbom_problems
@@ -97,15 +98,19 @@ def test_what_is_not_a_valid_sbom_of_the_factory_s_shape_is_refused(data: bytes,
 
 
 def test_auditwheel_s_own_sbom_is_merged_and_one_it_did_not_write_is_refused(tmp_path: Path) -> None:
-    """auditwheel 6.8's shape: its first component the wheel, then each library it grafted (written by hand: this
-    host's dpkg cannot name the libraries of a build image's)."""
+    """auditwheel's own SBOM of a library it grafts, written by auditwheel (its package named by this host's
+    dpkg, as in a build image)."""
     sboms = tmp_path / "cuprobe_cuda12x-0.1.0.dist-info" / "sboms"
     sboms.mkdir(parents=True)
-    wheel = {"type": "library", "bom-ref": "pkg:pypi/cuprobe_cuda12x@0.1.0", "name": "cuprobe_cuda12x"}
-    grafted = {"type": "library", "bom-ref": "pkg:deb/debian/zlib1g@1.2#x", "name": "zlib1g", "version": "1.2",
-               "purl": "pkg:deb/debian/zlib1g@1.2"}  # fmt: skip
-    (sboms / "auditwheel.cdx.json").write_text(json.dumps({"bomFormat": "CycloneDX", "components": [wheel, grafted]}))
-    assert grafted_by_auditwheel(sboms.parent) == (Grafted("zlib1g", "1.2", "pkg:deb/debian/zlib1g@1.2", "auditwheel"),)
+    library = Path("/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0")  # GCC's OpenMP runtime, which builds link
+    written = create_sbom_for_wheel(WHEEL, [library])
+    assert written is not None, f"dpkg names no package of {library}"
+    (sboms / "auditwheel.cdx.json").write_text(json.dumps(written))
+    (grafted,) = written["components"][1:]
+    assert grafted_by_auditwheel(sboms.parent) == (
+        Grafted("libgomp1", grafted["version"], grafted["purl"], "auditwheel"),
+    )
+    assert grafted["purl"].startswith("pkg:deb/")
     (sboms / "auditwheel.cdx.json").write_text('{"components": [{}, {"version": "1"}]}')
     with pytest.raises(BadBytes, match="not the CycloneDX auditwheel writes"):
         grafted_by_auditwheel(sboms.parent)
