@@ -45,6 +45,8 @@ def _version(distribution: str) -> str:
 
 
 def build_tools(built: BuiltWheel) -> tuple[Tool, ...]:
+    """What built the wheel: the toolkit, nvcc and each file it came from, cibuildwheel, the factory, the host
+    compiler, the image (its digest) and the repair tool, each as the build says it."""
     toolkit, run = built.toolkit, built.run
     tools = [
         Tool("cuda-toolkit", "CUDA toolkit", toolkit.release),
