@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.plan import copy_inputs
+from wheelfactory.sbom.document import validated
 
 from .conftest import REPO, Built, matrix_for
 
@@ -163,7 +164,11 @@ def test_the_same_inputs_give_the_same_bytes_cold_or_warm(tmp_path: Path, build_
         epochs.append(entry["source_date_epoch"])
         with zipfile.ZipFile(wheel) as archive:
             stamps = {info.date_time for info in archive.infolist()}
+            # The SBOM is among the bytes compared: its time is SOURCE_DATE_EPOCH's, its serial its content's.
+            (sbom,) = [n for n in archive.namelist() if n.endswith(".dist-info/sboms/wheelfactory.cdx.json")]
+            document = validated(archive.read(sbom), sbom)
         epoch = time.gmtime(entry["source_date_epoch"])
+        assert document["metadata"]["timestamp"] == time.strftime("%Y-%m-%dT%H:%M:%S+00:00", epoch)
         assert stamps == {(*epoch[:5], epoch[5] - epoch[5] % 2)}, stamps  # a zip's clock ticks in 2 s
     assert digests[0] == digests[1]
     assert epochs[0] == epochs[1] and isinstance(epochs[0], int)

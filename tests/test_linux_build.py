@@ -14,21 +14,28 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from wheelfactory.audit import audit_wheel
 from wheelfactory.binaries.elf import read_elf
 from wheelfactory.binaries.wheelcheck import check_wheel
 from wheelfactory.binaries.wheelfile import WheelName, pack, unpack
 from wheelfactory.cli import main
+from wheelfactory.declared import nvidia_dependencies
 from wheelfactory.errors import ToolFailure
 from wheelfactory.image import interpreters
 from wheelfactory.pipeline import BuildRequest, build, existing
 from wheelfactory.plan import copy_inputs, make_plan
+from wheelfactory.sbom.checks import read_sbom
+from wheelfactory.sbom.document import to_json
 from wheelfactory.smoke import smoke
+from wheelfactory.sources import SourceIdentity, source_identity
 from wheelfactory.toolkit.provision import provision
 from wheelfactory.verify import verify
 
 from .conftest import REPO, Built, build_recipe, matrix_for
+from .wheelbytes import record_line, write_zip
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 CUDA_SONAME_PREFIXES = ("libcudart", "libcublas", "libnvrtc", "libnccl", "libcuda.")
@@ -98,6 +105,28 @@ def test_wheel_passes_audit_and_smoke_and_lands_in_dist(
     # CMake hands nvcc the factory's own choice (CUDAHOSTCXX) as -ccbin: that is no host compiler of the build's.
     assert toolkit["host_compiler"] and "GCC" in toolkit["host_compiler"]
     assert "the build's own" not in toolkit["host_compiler"]
+
+    # The wheel's SBOM says the same, and what the wheel will load (docs/sbom.md); tier 3 held it to the wheel.
+    tier3 = next(t for t in record.smoke if t.tier == 3)
+    assert next(c for c in tier3.checks if c.name.startswith("the SBOM")).ok
+    facts = read_sbom(built.wheel)[0]
+    tools = {tool.role: tool for tool in facts.tools}
+    assert tools["cuda-toolkit"].version == release and tools["nvcc"].version == toolkit["nvcc"]["version"]
+    served = [tool for tool in facts.tools if tool.role == "nvcc-source"]
+    assert served and sorted((s.name, s.version, s.sha256) for s in served) == sorted(
+        (f["name"], f["version"], f["sha256"]) for f in toolkit["nvcc"]["files"]
+    )
+    assert all(len(s.sha256) == 64 and s.purl.startswith("pkg:") for s in served)
+    assert tools["host-compiler"].name == toolkit["host_compiler"]
+    assert tools["build-image"].version.startswith("sha256:")  # the offline image: its local ID
+    assert tools["repair"].name == "auditwheel" and tools["repair"].version[0].isdigit()
+    assert facts.source == source_identity(built.variant.recipe.source, built.variant.recipe_dir)
+    required = {r.name: r for r in facts.requires if r.unconditional}
+    assert set(required) == {str(canonicalize_name(Requirement(r).name)) for r in nvidia_dependencies(built.variant)}
+    runtime_module = next(m for m in record.built.binaries if "/_runtime." in m)
+    runtime = [name for name in required if "cuda-runtime" in name]
+    assert [r.name for r in facts.requires if runtime_module in r.linked_by] == runtime
+    assert facts.runs_on.minimum_driver == report[0]["gpu_code"]["minimum_driver"]["version"]
 
 
 def test_without_as_needed_the_audit_rejects_the_overlinked_module(tmp_path: Path, build_image: str) -> None:
@@ -327,6 +356,27 @@ def test_release_gate_wants_exactly_the_planned_wheels(built12: Built, tmp_path:
     ]
     # The wheel as pip and PyPI see it: the factory's own build passes every check of the gate.
     assert check_wheel(wheel) == (WheelName.of(wheel), [])
+
+    # Its SBOM edited, RECORD written again for it: only the SBOM disagrees, and the gate names how.
+    edited = tmp_path / "edited" / wheel.name
+    edited.parent.mkdir()
+    facts = read_sbom(wheel)[0]
+    dropped = facts.requires[0]
+    pinned = SourceIdentity(facts.source.kind, facts.source.name, "0" * 64)
+    with zipfile.ZipFile(wheel) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    (sbom,) = [name for name in members if name.endswith("/sboms/wheelfactory.cdx.json")]
+    members[sbom] = to_json(dataclasses.replace(facts, requires=facts.requires[1:], source=pinned))
+    (record,) = [name for name in members if name.endswith(".dist-info/RECORD")]
+    lines = [record_line(name, data) for name, data in members.items() if name != record]
+    members[record] = ("\n".join([*lines, f"{record},,"]) + "\n").encode()
+    write_zip(edited, members)
+    assert check_wheel(edited)[1] == []
+    assert verify(ours, [edited]) == [
+        f"{wheel.name}: the SBOM names no {dropped.name}, which Requires-Dist requires ({dropped.requirement})",
+        f"{wheel.name}: the SBOM's source is path source pinned at {'0' * 64}, where the recipe's is path source "
+        f"pinned at {facts.source.pinned}",
+    ]
 
 
 CXX_RECIPE = """

@@ -36,6 +36,11 @@ from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
 from wheelfactory.repair import repair
 from wheelfactory.report import WheelRecord
+from wheelfactory.sbom.checks import read_sbom, sbom_problems
+from wheelfactory.sbom.compose import linked
+from wheelfactory.sbom.document import Required
+from wheelfactory.sources import SourceIdentity, source_identity
+from wheelfactory.toolkit.provision import NvccOrigin, Toolkit
 from wheelfactory.verify import verify, wheels_in
 
 from .conftest import OFFLINE_MATRIX, REPO, copy_inputs, torch_mismatch_said
@@ -202,8 +207,15 @@ def _wheel(variant: Variant, work: Path, requires_torch: bool, bundle: bool = Fa
     return pack(tree, work / "built")
 
 
+def _toolkit(variant: Variant, where: Path) -> Toolkit:
+    """What the repair reads of a toolkit (what its SBOM names of it): none is provisioned for these wheels, built
+    with gcc alone."""
+    nvcc = NvccOrigin("pip", "nvidia-cuda-nvcc 13.0.88 from the package index", None, ())
+    return Toolkit(13, variant.cuda.toolkit, "linux", "x86_64", where, where, (), nvcc, "13.0.88", "none")
+
+
 def _repaired_audit(variant: Variant, wheel: Path, out: Path) -> tuple[BuiltWheel, list[str]]:
-    built = BuiltWheel(variant, Cell("3.12", "linux-x86_64"), wheel, "image", None, None)  # type: ignore[arg-type]
+    built = BuiltWheel(variant, Cell("3.12", "linux-x86_64"), wheel, "image", _toolkit(variant, out), None)
     repair(built, out)
     return built, audit_wheel(built).all_problems()
 
@@ -219,6 +231,37 @@ def test_torch_libraries_are_reached_through_the_rpath_and_accepted_where_the_wh
     assert ops.rpath == ("$ORIGIN/../nvidia/cu13/lib", "$ORIGIN/../torch/lib")  # read back from the repaired file
     audit = audit_wheel(built)
     assert [b.providers for b in audit.binaries] == [["torch"]]
+
+
+def test_a_torch_wheel_s_sbom_names_its_torch_and_its_labelled_copy_keeps_it(
+    torch_project: Path, tmp_path: Path
+) -> None:
+    variant = _variant(torch_project)
+    assert variant.torch is not None
+    built, problems = _repaired_audit(variant, _wheel(variant, tmp_path, requires_torch=True), tmp_path / "out")
+    assert problems == []
+    source = source_identity(variant.recipe.source, variant.recipe_dir)
+    assert sbom_problems(built.path, source, linked(built, built.binaries)) == []
+    facts = read_sbom(built.path)[0]
+    ops = "torchlike/_ops.cpython-312-x86_64-linux-gnu.so"
+    # Its module links CUDA's runtime, which torch's own requirements bring (the variant requires no NVIDIA wheel).
+    assert facts.requires == (
+        Required("nvidia-cuda-runtime", "", "", (ops,)),
+        Required("torch", "torch==2.14.*", "2.14", (ops,)),
+    )
+    assert facts.source == source and source.kind == "path"
+    # The copy labelled +pt214cu130 names its own version, files and torch; the gate takes it as it is.
+    labelled = labelled_copy(built.path, variant.torch, tmp_path / "dist")
+    copy = read_sbom(labelled)[0]
+    assert (copy.version, copy.requires, copy.tools) == ("1.0.0+pt214cu130", facts.requires, facts.tools)
+    assert {m for m, _ in copy.files} == {
+        m.replace("-1.0.0.dist-info/", "-1.0.0+pt214cu130.dist-info/") for m, _ in facts.files
+    }
+    assert sbom_problems(labelled, source) == []
+    job = next(j.as_json() for j in make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"]).wheel_jobs()
+               if j.id == "torchlike-cuda13x-torch2.14-cp312-manylinux_x86_64")  # fmt: skip
+    assert job["source"] == source.as_json()
+    assert [p for p in verify([job], [labelled]) if "twine" not in p] == []
 
 
 def test_torch_libraries_in_a_wheel_that_does_not_require_torch_are_refused(
@@ -451,11 +494,13 @@ def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_th
     # What the release holds for cp312: the 2.15 build under the plain name (PyPI's), each under its label.
     release = tmp_path / "release"
     release.mkdir()
+    source = SourceIdentity(**cp312[0]["source"])  # type: ignore[arg-type]
     plain = make_wheel(
         release,
         "torchlike_cuda13x-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl",
         {"torchlike/libop.so": host_library("libcudart.so.13")},
         metadata=DESCRIBED,
+        source=source,
     )
     labelled = []
     for variant in plan.variants:

@@ -23,6 +23,7 @@ from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs, make_plan
 from wheelfactory.pytorch.index_pages import INDEX_DIR
 from wheelfactory.report import WheelRecord
+from wheelfactory.sbom.checks import read_sbom
 from wheelfactory.verify import verify, wheels_in
 
 from .conftest import REPO, SOURCES, Built, build_recipe, matrix_for
@@ -84,6 +85,12 @@ def test_the_train_builds_a_wheel_per_torch_and_dist_holds_the_newests_plain_and
     for path in dist.rglob("*.whl"):
         release = "2.14" if "pt214" in path.name else "2.15"
         assert f"torch=={release}.*" in (metadata(path).get_all("Requires-Dist") or [])
+        # Its SBOM names that torch, the files that link it, and the toolkit it was built with (docs/sbom.md).
+        facts = read_sbom(path)[0]
+        (torch,) = [r for r in facts.requires if r.name == "torch"]
+        assert (torch.requirement, torch.built_against) == (f"torch=={release}.*", release) and torch.linked_by
+        toolkit = next(t for t in facts.tools if t.role == "cuda-toolkit")
+        assert toolkit.version == ("13.0" if release == "2.14" else "13.2")
     # The plan's jobs for it, and the gate over exactly these files.
     plan = make_plan(root, matrix_for(root, "unused"), ["torchsort"])
     jobs = [j.as_json() for j in plan.wheel_jobs() if j.cell.python == "3.12" and j.cell.platform == "linux-x86_64"]

@@ -43,7 +43,7 @@ from wheelfactory.verify import verify
 
 from . import elfbytes as eb
 from .conftest import Quiet, served, serving
-from .wheelbytes import host_library, make_wheel, record_line, wheel_files, write_zip
+from .wheelbytes import JOB, SOURCE, host_library, make_wheel, record_line, wheel_files, write_zip
 
 SECOND = 1.0
 MEMORY = 256 << 20
@@ -330,22 +330,11 @@ def test_an_encrypted_member_is_refused(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- the release gate
 
 
-JOB = {
-    "id": "cuprobe-cuda12x-cp312-manylinux_x86_64",
-    "dist_name": "cuprobe-cuda12x",
-    "version": "0.1.0",
-    "python": "3.12",
-    "platform": "linux-x86_64",
-    "size_limit_mb": 100,
-    "cuda": 12,
-}
-
-
 def _sound(tmp_path: Path, file_name: str = WHEEL, **options: str) -> Path:
     """A wheel every check of the gate takes: its library links CUDA 12's runtime."""
     (tmp_path / "w").mkdir(exist_ok=True)
     files = {"cuprobe/__init__.py": b"", "cuprobe/libprobe.so": host_library("libcudart.so.12")}
-    return make_wheel(tmp_path / "w", file_name, files, metadata=DESCRIBED, **options)
+    return make_wheel(tmp_path / "w", file_name, files, metadata=DESCRIBED, source=SOURCE, **options)
 
 
 def _rewritten(wheel: Path, change: Callable[[dict[str, bytes]], None]) -> Path:
@@ -428,7 +417,7 @@ def test_the_gate_passes_one_wheel_for_every_python_where_the_plan_says_so(abi: 
 
 def test_the_gate_holds_each_wheel_to_its_size_limit(tmp_path: Path) -> None:
     files = {"cuprobe/data.bin": os.urandom(3 << 19), "cuprobe/libprobe.so": host_library("libcudart.so.12")}
-    wheel = make_wheel(tmp_path, WHEEL, files, metadata=DESCRIBED)
+    wheel = make_wheel(tmp_path, WHEEL, files, metadata=DESCRIBED, source=SOURCE)
     assert verify([{**JOB, "size_limit_mb": 1}], [wheel]) == [f"{WHEEL}: 1.5 MiB, over its 1 MiB limit"]
 
 
@@ -436,7 +425,11 @@ def test_the_gate_refuses_a_cuda_wheel_without_cuda_unless_the_package_opens_it_
     """A CPU build under a CUDA name (its library links libc alone, as a build that missed the CUDA switch makes
     it), read again at the gate whatever the audit said; one whose package opens CUDA itself, so declared, passes."""
     cpu = make_wheel(
-        tmp_path, WHEEL, {"cuprobe/__init__.py": b"", "cuprobe/libprobe.so": host_library()}, metadata=DESCRIBED
+        tmp_path,
+        WHEEL,
+        {"cuprobe/__init__.py": b"", "cuprobe/libprobe.so": host_library()},
+        metadata=DESCRIBED,
+        source=SOURCE,
     )
     (problem,) = verify([JOB], [cpu])
     assert problem.startswith(

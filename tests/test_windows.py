@@ -31,7 +31,10 @@ from wheelfactory.components import component_table, toolkit_table
 from wheelfactory.declared import VARIANT_MODULE, excluded_libraries
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.render import render_plan
-from wheelfactory.repair import read_binaries_of
+from wheelfactory.repair import read_binaries_of, repair
+from wheelfactory.sbom.checks import read_sbom, sbom_problems
+from wheelfactory.sbom.compose import linked
+from wheelfactory.sources import source_identity
 from wheelfactory.toolkit.provision import Toolkit, provision
 
 from .conftest import REPO, serve_redist_release, unavailable
@@ -270,6 +273,15 @@ def test_delvewheel_vendors_the_helper_but_no_cuda_dll_and_the_loader_is_right(
     assert not [n for n in names if "cudart" in n.lower() or "cublas" in n.lower() or "nvcuda" in n.lower()]
     audit = _audit(repaired, variant, toolkit)
     assert audit.passed, audit.all_problems()
+
+    # The SBOM the repair writes of a PE wheel: each module tied to the NVIDIA wheels its import table names.
+    built = BuiltWheel(variant, Cell("3.12", "windows-amd64"), repaired, None, toolkit, None)
+    repair(built, tmp_path / "with-sbom")
+    source = source_identity(variant.recipe.source, variant.recipe_dir)
+    assert sbom_problems(built.path, source, linked(built, built.binaries)) == []
+    blas_module = next(m for m in built.binaries if "/_blas" in m)
+    wheels = {component_table().get(name, major).distribution for name in ("cudart", "cublas")}  # type: ignore[union-attr]
+    assert {r.name for r in read_sbom(built.path)[0].requires if blas_module in r.linked_by} == wheels
 
     # The loader, run as on Windows: sys.platform and os.add_dll_directory stand in for a Windows host. First
     # with NVIDIA's DLLs beside the package, then with them in another sys.path entry (pip install --target).

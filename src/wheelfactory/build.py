@@ -26,11 +26,12 @@ from .components import Platform, platforms
 from .declared import VARIANT_MODULE, declared_problems
 from .errors import ToolFailure, UserError
 from .fetches import download_attempts, fetch_declarations
+from .image import image_digest
 from .plan import Cell, Variant
 from .platforms import platform_of
 from .progress import step
 from .render import RenderedVariant
-from .sources import extra_source_tree, package_dir, source_date_epoch, source_tree
+from .sources import NOT_SOURCE, extra_source_tree, package_dir, source_date_epoch, source_tree
 from .toolkit.buildenv import EXTRA_SOURCES_DIR, PREPARE_SCRIPT, STATS_SCRIPT
 from .toolkit.provision import Toolkit
 from .untrusted.cache import SEAL
@@ -100,9 +101,7 @@ def stage(rendered: RenderedVariant, build_root: Path) -> Path:
     source = source_tree(variant.recipe.source, variant.recipe_dir)
     target = build_root / "stage" / variant.key
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(
-        source, target, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".git", ".complete")
-    )
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     (target / "pyproject.toml").write_text(rendered.files["pyproject.toml"], encoding="utf-8")
     # Every package gets the variant module, imported first: any of them may be imported before the others.
     for package in variant.packages:
@@ -284,6 +283,8 @@ def run_cibuildwheel(
         _host_compiler(log, chosen_here),
         compiler_cache_stats(stats) if compiler_cache else None,
         int(env["SOURCE_DATE_EPOCH"]),
+        platform_of(info.os).repair_tool(log.read_text(encoding="utf-8", errors="replace")),
+        image_digest(image) if image else None,
     )
     per_wheel = round(run.seconds / len(cells), 1)
     return [

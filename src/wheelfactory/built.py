@@ -27,6 +27,8 @@ class BuildRun:
     host_compiler: str | None  # nvcc's host compiler, as the build container chose it (Linux)
     compiler_cache: dict[str, object] | None  # the cache's hits and misses over the run; None without one
     source_date_epoch: int | None = None  # every timestamp in the wheels (SOURCE_DATE_EPOCH)
+    repair_tool: str | None = None  # "auditwheel 6.8.2", as the build ran it
+    image_digest: str | None = None  # the build image's registry digest or local ID (image.image_digest)
 
 
 @dataclass

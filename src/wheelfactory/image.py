@@ -19,6 +19,7 @@ glibc 2.35; the release pipeline builds in the real manylinux_2_28 images instea
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -151,6 +152,24 @@ def is_local(image: str) -> bool:
         host.run([host.container_engine(), "image", "inspect", image], "inspecting an image", check=False).returncode
         == 0
     )
+
+
+def image_digest(image: str) -> str | None:
+    """What pins an image: its registry digest (name@sha256:...) where it was pulled, else its local image ID
+    (sha256:..., the digest of its configuration); None where the engine does not know it."""
+    inspected = host.run(
+        [host.container_engine(), "image", "inspect", "--format", "{{json .RepoDigests}} {{.Id}}", image],
+        f"inspecting {image}",
+        check=False,
+    )
+    digests, _, image_id = inspected.stdout.strip().partition(" ")
+    if inspected.returncode != 0:
+        return None
+    try:
+        pulled = [d for d in json.loads(digests) or [] if isinstance(d, str)]
+    except ValueError:
+        pulled = []
+    return sorted(pulled)[0] if pulled else (image_id or None)
 
 
 def ensure_image(image: str, arch: str) -> None:

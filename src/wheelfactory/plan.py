@@ -22,6 +22,7 @@ from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, TorchRelease, load_matrix, load_recipe, requires_python
 from .inputs.recipe import most_specific
 from .pytorch.index_pages import labelled_place
+from .sources import source_identity
 from .untrusted.shown import shown
 
 
@@ -289,6 +290,8 @@ class WheelJob:
             "torch_index": variant.locked_torch.index_name if variant.locked_torch else None,
             "on_pypi": variant.on_pypi,
             "size_limit_mb": variant.recipe.size_limit_mb,
+            # What the wheel's SBOM must name as its source (the release gate holds it to this).
+            "source": source_identity(variant.recipe.source, variant.recipe_dir).as_json(),
             "cuda": variant.major,
             "opens_cuda": list(variant.recipe.opens_cuda),
             "python": self.cell.python,

@@ -158,6 +158,12 @@ def variant_readme(variant: Variant, source: Readme | None) -> Readme:
         install = f"pip install {variant.dist_name}[{','.join(optional)}]"
         note += f" Optional: {code.format(install)}."
     note += layouts_note(variant, code)
+    module = f"python -m {variant_module_name(variant)}"
+    note += (
+        f" What it was built from and will load (source, toolkit, nvcc's origin, compiler, NVIDIA wheels, driver) is "
+        f"in its SBOM, {code.format('.dist-info/sboms/wheelfactory.cdx.json')} (CycloneDX); "
+        f"{code.format(module + ' --sbom')} prints it."
+    )
     if source is None:
         title = f"# {variant.dist_name}\n\n{variant.recipe.summary or variant.recipe.name}\n\n"
         return Readme(f"{title}{note}\n", "text/markdown")

@@ -7,7 +7,8 @@ path>` entries for the components it links, computed from where that binary will
 `<dist>.data/` included. DT_RPATH (not RUNPATH), so the entries also serve libraries those load in turn.
 
 This is where a wheel's binaries are read, once: the BuiltWheel carries them, as repaired, to the audit and the
-smoke tiers; and where the GPU code they carry is written into the wheel's variant modules. Windows wheels need
+smoke tiers; where the GPU code they carry is written into the wheel's variant modules; and where the wheel's SBOM
+is written (sbom/compose.py), last, so that every wheel is packed again with it. Windows wheels need
 no RPATH (delvewheel repaired them, and their loader adds DLL directories): their binaries are read as they are.
 """
 
@@ -26,6 +27,7 @@ from .declared import VARIANT_MODULE, origin_entry, rpath_dirs
 from .errors import ToolFailure
 from .gpus import CodeSummary, code_facts, products_covered
 from .platforms import platform_of
+from .sbom.compose import write_sbom
 
 
 def wanted_rpath(member: str, current: tuple[str, ...], site_dirs: list[str], python: str) -> tuple[str, ...]:
@@ -129,14 +131,10 @@ def repair(built: BuiltWheel, out_dir: Path) -> None:
             host.run(command, f"setting the RPATH of {member}")
             changes.append(RpathChange(member, binary.rpath + binary.runpath, after))
             binaries[member] = binary.with_rpath(after)
-        recorded = record_gpu_code(tree, binaries, built)
+        record_gpu_code(tree, binaries, built)
         built.requires_python_was = set_requires_python(tree, built)
-        target = out_dir / built.path.name
-        target.unlink(missing_ok=True)
-        if changes or recorded or built.requires_python_was is not None:
-            built.path = pack(tree, out_dir, built.run.source_date_epoch if built.run else None)
-        elif built.path.parent.resolve() != out_dir.resolve():
-            shutil.copy2(built.path, target)
-            built.path = target
+        write_sbom(tree, built, binaries)  # last: it lists every other file's sha256
+        (out_dir / built.path.name).unlink(missing_ok=True)
+        built.path = pack(tree, out_dir, built.run.source_date_epoch if built.run else None)
     built.binaries = binaries
     built.rpath_changes = changes

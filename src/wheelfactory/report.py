@@ -138,7 +138,12 @@ def toolkit_json(built: BuiltWheel) -> dict[str, object]:
     toolkit, variant, run = built.toolkit, built.variant, built.run
     return {
         "release": toolkit.release,
-        "nvcc": {"version": toolkit.nvcc_version, "source": toolkit.nvcc.source, "from": toolkit.nvcc.detail},
+        "nvcc": {
+            "version": toolkit.nvcc_version,
+            "source": toolkit.nvcc.source,
+            "from": toolkit.nvcc.detail,
+            "files": [artifact.as_json() for artifact in toolkit.nvcc.artifacts],
+        },
         "driver_stub": toolkit.driver_stub,
         "components": toolkit.versions,
         "cuda_archs": list(variant.cuda_archs(built.cell.platform)),

@@ -11,6 +11,8 @@ against that pin every time they are fetched: a changed archive or a moved commi
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from urllib.parse import urldefrag, urljoin, urlsplit
@@ -29,13 +32,55 @@ from packaging.version import Version
 from . import host
 from .errors import ToolFailure, UserError, fetched
 from .host import cache_dir
-from .inputs import PathSource, SdistSource, Source, UrlSource
+from .inputs import GitSource, PathSource, SdistSource, Source, UrlSource
 from .inputs.matrix import PYPI
 from .inputs.recipe import ExtraSource
 from .progress import step
 from .untrusted import archives
 from .untrusted.cache import reusable, seal
 from .untrusted.shown import shown
+
+# What of a source folder is no part of the source: what a build or git leaves in it. The build's staged copy
+# leaves it out, and so does the folder's content hash.
+NOT_SOURCE = ("build", "dist", "*.egg-info", "__pycache__", ".git", ".complete")
+
+
+@dataclass(frozen=True)
+class SourceIdentity:
+    """What pins a recipe's source, as the wheel's SBOM names it."""
+
+    kind: str  # "sdist", "git" or "path"
+    name: str  # the sdist's "name==1.2.3", the git URL, or the folder (relative to the recipe's)
+    pinned: str  # the sdist's sha256, the commit, or the folder's content hash (folder_digest)
+
+    def as_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "name": self.name, "pinned": self.pinned}
+
+
+def source_identity(source: Source, recipe_dir: Path) -> SourceIdentity:
+    if isinstance(source, SdistSource):
+        return SourceIdentity("sdist", source.sdist, source.sha256)
+    if isinstance(source, GitSource):
+        return SourceIdentity("git", source.git, source.rev)
+    return SourceIdentity("path", source.path, folder_digest(source_tree(source, recipe_dir)))
+
+
+def folder_digest(tree: Path) -> str:
+    """The sha256 of a source folder's content: each file's path (relative, POSIX) and sha256, one line each in
+    path order, leaving out what is no part of the source (NOT_SOURCE); a link counts as its target's text."""
+    lines = []
+    for path in sorted(tree.rglob("*")):
+        relative = path.relative_to(tree)
+        if any(fnmatch.fnmatch(part, pattern) for part in relative.parts for pattern in NOT_SOURCE):
+            continue
+        if path.is_symlink():
+            digest = hashlib.sha256(os.readlink(path).encode()).hexdigest()
+        elif path.is_file():
+            digest = archives.sha256(path)
+        else:
+            continue
+        lines.append(f"{relative.as_posix()}\0{digest}\n")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 def source_tree(source: Source, recipe_dir: Path) -> Path:

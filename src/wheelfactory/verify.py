@@ -1,10 +1,11 @@
 """The release gate over all wheels of a run: exactly the wheels the plan promised, each one a wheel PyPI and pip
-will take, under its size limit.
+will take, with a true SBOM, under its size limit.
 
 The build jobs run apart; this checks their union before anything is published: nothing missing, nothing extra,
-each wheel checked as pip installs it (binaries.wheelcheck: name, zip, WHEEL, METADATA, RECORD), its tags exactly
-its job's (the CPython and its ABI; the OS, machine and manylinux or Windows policy of the job's platform), its
-Name and Version the plan's, `twine check --strict`, and each wheel under its recipe's size limit (PyPI's default
+each wheel checked as pip installs it (binaries.wheelcheck: name, zip, WHEEL, METADATA, RECORD), its SBOM there,
+valid and agreeing with the wheel and naming the plan's source (sbom/checks.py), its tags exactly its job's (the
+CPython and its ABI; the OS, machine and manylinux or Windows policy of the job's platform), its Name and Version
+the plan's, `twine check --strict`, and each wheel under its recipe's size limit (PyPI's default
 is 100 MiB per file, and each `pkg-cudaNNx` is a separate PyPI project with its own limit).
 
 The plan comes from `nox -s plan` (a file the release workflow passes between jobs): it is validated like every
@@ -16,7 +17,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -30,9 +31,20 @@ from .errors import BadBytes, InputError, Problem
 from .inputs import yamlsource
 from .inputs.validation import VersionText, problems_from
 from .pytorch.index_pages import INDEX_DIR, labelled_wheels
+from .sbom.checks import sbom_problems
+from .sources import SourceIdentity
 from .untrusted.shown import shown
 
 MIB = 1024 * 1024
+
+
+class PlannedSource(BaseModel):
+    """The recipe's source as the plan pins it (sources.SourceIdentity)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    kind: Literal["sdist", "git", "path"]
+    name: Annotated[str, Field(min_length=1)]
+    pinned: Annotated[str, Field(min_length=1)]
 
 
 class PlannedWheel(BaseModel):
@@ -53,6 +65,8 @@ class PlannedWheel(BaseModel):
     torch_label: str | None = None
     torch_index: str | None = None
     on_pypi: bool = True
+    # What the wheel's SBOM must name as its source; a plan without it cannot hold the SBOM to it.
+    source: PlannedSource | None = None
 
     @field_validator("platform")
     @classmethod
@@ -133,6 +147,13 @@ def _cuda_problems(wheel: Path, name: WheelName, job: PlannedWheel) -> list[str]
     return [f"{missing}; its build left CUDA out — `nox -s build` names where the source's CUDA switch probably is"]
 
 
+def _sbom_problems(wheel: Path, job: PlannedWheel) -> list[str]:
+    """The wheel's SBOM: there, valid CycloneDX, agreeing with the wheel and naming the plan's source."""
+    if job.source is None:
+        return [f"{wheel.name}: job {job.id} of the plan names no source to hold its SBOM to — plan it again"]
+    return sbom_problems(wheel, SourceIdentity(job.source.kind, job.source.name, job.source.pinned))
+
+
 def wheels_in(folder: Path) -> list[Path]:
     """A release folder's wheels: those at its top, and the labelled ones on its torch index pages."""
     return sorted([*folder.glob("*.whl"), *labelled_wheels(folder)])
@@ -161,6 +182,7 @@ def verify(jobs: list[dict[str, object]] | list[PlannedWheel], wheels: list[Path
         if key in expected:
             job, folder = expected[key]
             problems += [f"{wheel.name}: {p}" for p in [*_tag_problems(name, job), *_cuda_problems(wheel, name, job)]]
+            problems += _sbom_problems(wheel, job)
             found_in = _folder(wheel)
             if found_in != folder:
                 lies, wanted = (f"{f}/" if f else "the folder's top" for f in (found_in, folder))

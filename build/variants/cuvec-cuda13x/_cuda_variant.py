@@ -660,6 +660,18 @@ if __name__ != "__main__":
 if __name__ == "__main__":
     import sys as _sys
 
+    if _sys.argv[1:] == ["--sbom"]:  # the wheel's SBOM (PEP 770), as the factory wrote it
+        from importlib import metadata as _metadata
+
+        try:
+            _files = _metadata.distribution(DIST_NAME).files or []
+        except _metadata.PackageNotFoundError:
+            _files = []
+        _sbom = [f for f in _files if f.as_posix().endswith(".dist-info/sboms/wheelfactory.cdx.json")]
+        if not _sbom:
+            _sys.exit(f"{DIST_NAME}: no SBOM among its installed files (.dist-info/sboms/wheelfactory.cdx.json)")
+        print(_sbom[0].read_text(encoding="utf-8"), end="")
+        _sys.exit(0)
     # `python -m pkg._cuda_variant` runs a second copy of this module: the package's own copy did the loading.
     _loader = _sys.modules.get(__spec__.name if __spec__ else "", _sys.modules[__name__])
     _against = f", torch {TORCH}" if TORCH else ""

@@ -51,6 +51,10 @@ class BuildPlatform(ABC):
     def repair_command(self, variant: Variant) -> str:
         """cibuildwheel's repair-wheel-command: the OS's repair tool, grafting nothing of CUDA's or the driver's."""
 
+    @abstractmethod
+    def repair_tool(self, log: str) -> str | None:
+        """The repair tool and its version ("auditwheel 6.8.2"), as the build's log (its text) or this host says."""
+
     def cibuildwheel_options(self, variant: Variant) -> dict[str, object] | None:
         """The variant's [tool.cibuildwheel.<os>] table, as templates/pyproject.toml.j2 renders it; None where the
         variant builds nothing for this OS."""

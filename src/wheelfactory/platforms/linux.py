@@ -3,6 +3,7 @@ in a fresh container of the build image."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from functools import cache
 from importlib.resources import files
@@ -90,6 +91,10 @@ def manylinux_policy(platform_tag: str) -> Policy | None:
         return None
 
 
+# What `auditwheel --version` says, first in every repair: "auditwheel 6.8.2 installed at ... (python 3.12)".
+_AUDITWHEEL_VERSION = re.compile(r"^auditwheel (\S+) installed at", re.MULTILINE)
+
+
 class Linux(BuildPlatform):
     os: ClassVar[OS] = "linux"
     smoke_machine: ClassVar[SmokeMachine] = "container"
@@ -115,8 +120,14 @@ class Linux(BuildPlatform):
     def repair_command(self, variant: Variant) -> str:
         """auditwheel repair that grafts ordinary libraries but never the driver or a declared CUDA library."""
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in excluded_libraries(variant, self.os))
-        # Then the compiler cache's totals, for the report.
-        return f"auditwheel repair --only-plat -w {{dest_dir}} {excludes} {{wheel}} && sh {{project}}/{STATS_SCRIPT}"
+        # Its version first, for the SBOM (the image's auditwheel, not this host's); then the compiler cache's
+        # totals, for the report.
+        repair = f"auditwheel repair --only-plat -w {{dest_dir}} {excludes} {{wheel}}"
+        return f"auditwheel --version && {repair} && sh {{project}}/{STATS_SCRIPT}"
+
+    def repair_tool(self, log: str) -> str | None:
+        said = sorted(set(_AUDITWHEEL_VERSION.findall(log)))
+        return f"auditwheel {', '.join(said)}" if said else None
 
     def more_cibuildwheel_options(self, variant: Variant, names: list[str]) -> dict[str, object]:
         images = {}

@@ -3,6 +3,7 @@ on a Windows Docker host), repaired by delvewheel, smoke-tested on the runner.""
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 from typing import ClassVar
 
@@ -92,6 +93,13 @@ class Windows(BuildPlatform):
         Windows)."""
         excluded = ";".join(excluded_libraries(variant, self.os))
         return f'delvewheel repair --exclude "{excluded}" -w {{dest_dir}} {{wheel}}'
+
+    def repair_tool(self, log: str) -> str | None:
+        """The delvewheel the build ran is the one beside the engine on this host (wheelfactory[build]'s)."""
+        try:
+            return f"delvewheel {metadata.version('delvewheel')}"
+        except metadata.PackageNotFoundError:
+            return None
 
     def build_run(
         self, variant: Variant, info: Platform, image: str | None, staged: Path

@@ -29,6 +29,7 @@ from .. import host
 from ..binaries.wheelfile import metadata, pack, requires_dist, unpack
 from ..errors import BadBytes, UserError
 from ..inputs import TorchRelease
+from ..sbom.document import relabel
 from ..untrusted.archives import sha256
 from ..untrusted.shown import shown
 
@@ -54,7 +55,8 @@ def labelled_place(wheel_name: str, torch: TorchRelease) -> str:
 def labelled_copy(wheel: Path, torch: TorchRelease, folder: Path) -> Path:
     """Write the wheel again with its version's local label (`+pt215cu132`) into its place under
     <folder>/torch-index/: the same files, its .dist-info and .data folders renamed, METADATA's Version and
-    RECORD written for the new version (wheel's own packer)."""
+    RECORD written for the new version (wheel's own packer), its SBOM for the new version and files (it still
+    names the torch the wheel was built against)."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=f".{INDEX_DIR}-") as scratch:
         return _labelled_copy(wheel, torch, folder, Path(scratch))
@@ -79,6 +81,7 @@ def _labelled_copy(wheel: Path, torch: TorchRelease, folder: Path, scratch: Path
     if count != 1:
         raise BadBytes(f"{shown(wheel.name)}: its METADATA names no Version")
     (info / "METADATA").write_text(head + blank + body, encoding="utf-8")
+    relabel(tree, labelled, lambda member: _renamed(member, f"{prefix}-{version}", f"{prefix}-{labelled}"))
     packed = pack(tree, scratch)
     target = folder / labelled_place(wheel.name, torch)
     if packed.name != target.name:  # wheel's packer names the file from what the tree says
@@ -86,6 +89,15 @@ def _labelled_copy(wheel: Path, torch: TorchRelease, folder: Path, scratch: Path
     target.parent.mkdir(parents=True, exist_ok=True)
     host.place(packed, target)
     return target
+
+
+def _renamed(member: str, old: str, new: str) -> str:
+    """A member's path once its wheel's .dist-info and .data folders are named for another version."""
+    top, slash, rest = member.partition("/")
+    for suffix in (".dist-info", ".data"):
+        if top == f"{old}{suffix}":
+            return f"{new}{suffix}{slash}{rest}"
+    return member
 
 
 def _requires(wheel: Path, torch: TorchRelease) -> bool:

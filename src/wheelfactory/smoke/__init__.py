@@ -92,7 +92,7 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
     # Each Python's machine beside the others' (a py3-none wheel's two take little more than one): the pool is
     # large enough that every install a tier waits for has a thread of its own.
     with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(12 * len(pythons)) as pool:
-        metadata_tier = pool.submit(_timed, steps, "tier 3", tier3, wheel, built.variant)  # while the machine starts
+        metadata_tier = pool.submit(_timed, steps, "tier 3", tier3, built)  # while the machine starts
         (Path(scratch) / "neighbour").mkdir()
         with steps.timed("a stand-in of another variant"):
             neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")

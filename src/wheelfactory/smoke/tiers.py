@@ -8,7 +8,6 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -32,6 +31,9 @@ from ..declared import (
 )
 from ..inputs import DRIVER
 from ..plan import Variant
+from ..sbom.checks import sbom_problems
+from ..sbom.compose import linked
+from ..sources import source_identity
 from .installs import install_checks, installs_without_nvidia
 from .machines import Layout, Machine
 from .results import Check, TierResult
@@ -270,6 +272,7 @@ def tier2(machine: Machine, layout: Layout, built: BuiltWheel, installed: list[C
     ]
     checks += nvrtc_compile(built, site, pythonpath)
     checks += opened_cuda(built, site, pythonpath)
+    checks.append(sbom_printed(built, pythonpath))
     if layout.name == "target":  # into the folder beside the CUDA wheels, where pip cannot check them
         installs = installs_without_nvidia(machine, built, layout.pythonpath)
     else:
@@ -288,6 +291,14 @@ def _library_in(built: BuiltWheel, component: str, site: str) -> str | None:
     entry = component_table().get(component, built.variant.major)
     layout = entry.layout(built.name.os, built.name.arch) if entry else None
     return None if layout is None else f"{glob.escape(site)}/**/{layout.folder}/{layout.libraries[0]}"
+
+
+def sbom_printed(built: BuiltWheel, pythonpath: str | None) -> tuple[str, dict[str, object]]:
+    """`python -m pkg._cuda_variant --sbom` prints the installed wheel's SBOM, the wheel's own (a program beside
+    the statements: it costs the tier no time of its own)."""
+    command = f"python -m {variant_module_name(built.variant)} --sbom"
+    says = f'"purl": "pkg:pypi/{canonicalize_name(built.variant.dist_name)}@'
+    return command, {"command": shlex.split(command), "pythonpath": pythonpath, "says": says}
 
 
 def nvrtc_compile(built: BuiltWheel, site: str, pythonpath: str | None) -> list[tuple[str, dict[str, object]]]:
@@ -330,7 +341,18 @@ def nvrtc_decoys(variant: Variant) -> tuple[str, ...]:
     return tuple(f"{folder}/{pattern}" for pattern in layout.opens)
 
 
-def tier3(wheel: Path, variant: Variant) -> TierResult:
+def sbom_check(built: BuiltWheel) -> Check:
+    """The wheel's SBOM: valid CycloneDX 1.6 (the library's bundled schema, offline), agreeing with the wheel (its
+    Requires-Dist, RECORD), naming the recipe's source and, for each NVIDIA wheel and torch, the files the audit saw
+    link it."""
+    variant = built.variant
+    source = source_identity(variant.recipe.source, variant.recipe_dir)
+    problems = sbom_problems(built.path, source, linked(built, built.binaries))
+    return Check("the SBOM is valid and agrees with the wheel", not problems, "\n".join(problems))
+
+
+def tier3(built: BuiltWheel) -> TierResult:
+    wheel, variant = built.path, built.variant
     result = TierResult(3)
     started = time.monotonic()
     found = metadata(wheel)
@@ -366,5 +388,6 @@ def tier3(wheel: Path, variant: Variant) -> TierResult:
         [sys.executable, "-m", "twine", "--no-color", "check", "--strict", wheel], "twine check", check=False
     )
     result.checks.append(Check("twine check --strict", twine.returncode == 0, (twine.stdout + twine.stderr).strip()))
+    result.checks.append(sbom_check(built))
     result.seconds = round(time.monotonic() - started, 1)
     return result

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from urllib.parse import quote
 
 from packaging.utils import parse_wheel_filename
 
@@ -45,12 +46,26 @@ from .runtime_needs import Need, check_needs, read_needs
 
 
 @dataclass(frozen=True)
+class Artifact:
+    """One file nvcc's source served: a wheel, one of NVIDIA's archives, a Debian package."""
+
+    name: str  # nvidia-cuda-nvcc-cu12, cuda_nvcc, nvidia-cuda-toolkit
+    version: str
+    sha256: str
+    purl: str  # pkg:pypi/..., pkg:generic/...?download_url=..., pkg:deb/debian/...
+
+    def as_json(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version, "sha256": self.sha256, "purl": self.purl}
+
+
+@dataclass(frozen=True)
 class NvccOrigin:
     """Where the toolkit's nvcc (and what the wheels lack) came from."""
 
     source: NvccSource
     detail: str  # what served it, with versions
     overlay: Path | None = None  # files the source adds to the prefix (none for pip: its wheels are the site)
+    artifacts: tuple[Artifact, ...] = ()  # each file that served it, with its sha256
 
 
 @dataclass(frozen=True)
@@ -145,13 +160,14 @@ def pip_download(
 # ---------------------------------------------------------------------------------------------- nvcc's source
 
 
-def _nvcc_wheel(wheels: list[Path], variant: Variant) -> str:
+def _nvcc_wheel(wheels: list[Path], variant: Variant) -> NvccOrigin:
     entry = component_table().get("nvcc", variant.major)
     assert entry is not None
     for wheel in wheels:
         name, version, _, _ = parse_wheel_filename(wheel.name)
         if name == entry.distribution:
-            return f"{entry.distribution} {version} from the package index"
+            served = Artifact(name, str(version), archives.sha256(wheel), f"pkg:pypi/{name}@{version}")
+            return NvccOrigin("pip", f"{entry.distribution} {version} from the package index", None, (served,))
     raise ToolFailure(f"no {entry.distribution} wheel was provisioned for CUDA {variant.cuda.toolkit}")
 
 
@@ -161,18 +177,21 @@ def _overlay_from(source: NvccSource, release: str, os_name: OS, arch: str, plat
     overlay = cache / "nvcc" / f"{release}-{platform}-{source}"
     origin_file = overlay / "origin.json"
     with host.cache_lock(f"nvcc-{overlay.name}"):
-        if not reusable(overlay):
+        # An overlay laid out before origins named their files' sha256 is laid out again (from cached downloads).
+        if not reusable(overlay) or "artifacts" not in json.loads(origin_file.read_text()):
             with host.built_aside(overlay) as scratch:
-                detail = _fill_overlay(scratch, source, release, os_name, arch, platform, cache)
-                (scratch / origin_file.name).write_text(json.dumps({"source": source, "detail": detail}, indent=1))
+                detail, served = _fill_overlay(scratch, source, release, os_name, arch, platform, cache)
+                origin = {"source": source, "detail": detail, "artifacts": [a.as_json() for a in served]}
+                (scratch / origin_file.name).write_text(json.dumps(origin, indent=1))
                 seal(scratch)
-    return NvccOrigin(source, json.loads(origin_file.read_text())["detail"], overlay)
+    origin = json.loads(origin_file.read_text())
+    return NvccOrigin(source, origin["detail"], overlay, tuple(Artifact(**a) for a in origin["artifacts"]))
 
 
 def _fill_overlay(
     overlay: Path, source: NvccSource, release: str, os_name: OS, arch: str, platform: str, cache: Path
-) -> str:
-    """Place `source`'s files in the overlay; returns what served them, with versions."""
+) -> tuple[str, list[Artifact]]:
+    """Place `source`'s files in the overlay; returns what served them, with versions, and each file."""
     known = toolkit_table()
     settings = known.releases[release]
     if source == "redist":
@@ -186,16 +205,23 @@ def _fill_overlay(
                 path = redist.fetch(item, cache)
             with tempfile.TemporaryDirectory() as unpacked, fetched():
                 redist.place(archives.unpack(path, Path(unpacked)), by_os[os_name], overlay)
-            served.append(f"{item.component} {item.version}")
-        return f"NVIDIA redistrib_{settings.redist}.json: {', '.join(served)}"
+            purl = f"pkg:generic/{item.component}@{item.version}?download_url={quote(item.url, safe='')}"
+            served.append(Artifact(item.component, item.version, item.sha256, purl))
+        listed = ", ".join(f"{a.name} {a.version}" for a in served)
+        return f"NVIDIA redistrib_{settings.redist}.json: {listed}", served
     assert settings.debian is not None
     with step(f"download CUDA {release} from Debian {settings.debian.suite} (nvidia-cuda-toolkit, nvidia-cuda-dev)"):
         debs = debian.download(settings.debian, arch, cache)
     for package, deb in debs.items():
         with step(f"unpack {deb.name}"):
             debian.extract(deb, known.debian.packages[package], arch, overlay)
-    shown = ", ".join(f"{p} {d.name.split('_')[1]}" for p, d in debs.items())
-    return f"Debian {settings.debian.suite} non-free: {shown}"
+    served = []
+    for package, deb in debs.items():
+        version, deb_arch = deb.stem.split("_")[1:3]
+        purl = f"pkg:deb/debian/{package}@{quote(version, safe='')}?arch={deb_arch}&distro={settings.debian.suite}"
+        served.append(Artifact(package, version, archives.sha256(deb), purl))
+    shown = ", ".join(f"{a.name} {a.version}" for a in served)
+    return f"Debian {settings.debian.suite} non-free: {shown}", served
 
 
 def nvcc_origin(variant: Variant, wheels: list[Path], os_name: OS, arch: str, platform: str) -> NvccOrigin:
@@ -214,7 +240,7 @@ def nvcc_origin(variant: Variant, wheels: list[Path], os_name: OS, arch: str, pl
     reasons = []
     for source in sources:
         if source == "pip":
-            return NvccOrigin("pip", _nvcc_wheel(wheels, variant))
+            return _nvcc_wheel(wheels, variant)
         refused = platform_of(os_name).nvcc_source_refused(source)
         if refused:
             reasons.append(f"{source}: {refused}")
