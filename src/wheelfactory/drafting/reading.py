@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import ast
 import configparser
+import dataclasses
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Generic, TypeVar
 
 from packaging.utils import canonicalize_name
 
-from ..source_metadata import pkg_info, setup_keywords, source_project, source_pyproject, source_requirements
 from ..errors import BadBytes
+from ..source_metadata import pkg_info, setup_keywords, source_project, source_pyproject, source_requirements
 from ..sources import PACKAGE_ROOTS, package_dir
 from ..untrusted.shown import shown
 from ..untrusted.trees import Lines, parse_python, parse_toml, read_inside, walk
@@ -49,7 +50,7 @@ class SourceTree:
     without a word."""
 
     root: Path
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def noted(self, refused: BadBytes) -> None:
         note = f"{refused} — nothing was read from it"
