@@ -111,7 +111,9 @@ def draft_context(
 ) -> tuple[str, dict[str, object], list[str]]:
     """(the recipe's name, what templates/recipe.yaml.j2 renders, the notes), read from the source tree."""
     files = SourceTree(tree)
-    files.toml("pyproject.toml")  # the metadata's readers pass over one that does not parse: the notes name it
+    # The metadata's readers (source_metadata.py) pass over a file they cannot read or parse: the notes name it.
+    files.toml("pyproject.toml")
+    files.data("PKG-INFO")
     found = _identity(tree, origin)
     packages = import_packages(files, found["name"].value)
     if not packages.value:

@@ -48,8 +48,23 @@ def yaml_comment(text: object) -> str:
     return one_line(str(text))
 
 
+class _OneLineDumper(yaml.SafeDumper):
+    """PyYAML's safe emitter, writing a string that holds a line break or a control character double-quoted and
+    escaped (its own choice, a quoted scalar folded over lines, would be safe but no longer one line)."""
+
+
+def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = None if value.isprintable() else '"'
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_OneLineDumper.add_representer(str, _string)
+
+
 def yaml_scalar(value: object) -> str:
     """`value` (a string, number, list or mapping of them) as YAML flow text on one line: quoted where YAML would
     read syntax in it (`: `, ` #`, `&`, `!!`, a leading `-` or `[`), control and non-ASCII characters escaped."""
-    dumped = yaml.safe_dump(value, default_flow_style=True, width=10**6, allow_unicode=False, sort_keys=False)
+    dumped = yaml.dump(
+        value, Dumper=_OneLineDumper, default_flow_style=True, width=10**6, allow_unicode=False, sort_keys=False
+    )
     return dumped.removesuffix("\n").removesuffix("\n...").strip()

@@ -43,23 +43,22 @@ def inside(tree: Path, relative: str | PurePosixPath) -> Path:
     """tree/relative, once it was found to stay inside the tree and no part of it below the tree to be a link."""
     pure = PurePosixPath(relative)
     if pure.is_absolute() or ".." in pure.parts or "\0" in str(pure) or "\\" in str(pure):
-        raise BadBytes(f"{_named(relative)}: leads outside the folder — not read")
+        raise BadBytes(f"{_named(relative)}: leads outside the folder")
     path = tree
     for part in pure.parts:
         path = path / part
         if path.is_symlink():
-            raise BadBytes(f"{_named(relative)}: a link (to {shown(os.readlink(path), quoted=True)}) — links are not "
-                           "followed")  # fmt: skip
+            raise BadBytes(f"{_named(relative)}: a link (to {shown(os.readlink(path), quoted=True)}), not followed")
     return path
 
 
 def _read_open(fd: int, what: str, limit: int) -> bytes:
     with os.fdopen(fd, "rb") as file:
         if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise BadBytes(f"{what}: not a regular file — not read")
+            raise BadBytes(f"{what}: not a regular file")
         data = file.read(limit + 1)  # whatever its size claims (a device's is 0)
     if len(data) > limit:
-        raise BadBytes(f"{what}: over {limit >> 20} MiB — not read (no real one is this large)")
+        raise BadBytes(f"{what}: over {limit >> 20} MiB, more than a real one holds")
     return data
 
 
@@ -109,13 +108,13 @@ def parse_toml(data: bytes, what: str) -> dict[str, Any]:
     text = _utf8(data, what)
     parts = max((key.count(".") + 1 for key in _TOML_KEY_END.split(_TOML_TEXT.sub("", text))), default=0)
     if parts > MAX_DEPTH:
-        raise BadBytes(f"{what}: a dotted key of {parts} parts, over the {MAX_DEPTH} read — not read")
+        raise BadBytes(f"{what}: a dotted key of {parts} parts, over the {MAX_DEPTH} read")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadBytes(f"{what}: not TOML ({one_line(str(exc))})") from None
     except RecursionError:
-        raise BadBytes(f"{what}: nested deeper than it can be read — not read") from None
+        raise BadBytes(f"{what}: nested deeper than it can be read") from None
 
 
 def _depth(module: ast.AST) -> int:
@@ -139,7 +138,7 @@ def parse_python(data: bytes | str, what: str) -> ast.Module:
     except (ValueError, MemoryError, RecursionError):
         raise BadBytes(f"{what}: does not parse as Python (nested too deep, or a NUL byte)") from None
     if _depth(module) > MAX_DEPTH:
-        raise BadBytes(f"{what}: nested deeper than the {MAX_DEPTH} levels read — not read")
+        raise BadBytes(f"{what}: nested deeper than the {MAX_DEPTH} levels read")
     return module
 
 
@@ -194,7 +193,7 @@ def folder_inside(root: Path, *parts: str) -> Path:
         path = path / part
         if path.is_symlink() or (path.exists() and not path.is_dir()):
             what = "a link" if path.is_symlink() else "no folder"
-            raise BadBytes(f"{shown(str(path))}: {what} — nothing is written through it")
+            raise BadBytes(f"{shown(path.relative_to(root).as_posix())}: {what} — nothing is written through it")
         path.mkdir(exist_ok=True)
     return path
 
