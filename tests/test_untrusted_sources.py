@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import html.parser
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -93,7 +94,7 @@ class _Anchor(html.parser.HTMLParser):
 def test_a_name_from_a_report_cannot_add_keys_to_the_recipe_it_completes(project: Path, tmp_path: Path) -> None:
     """A binary's name with line breaks in it goes into the comment the completion adds: on one line, so that
     `allow_unsupported_compiler: true` stays text and the gates stay on."""
-    member = "cuprobe/_fft.so\nallow_unsupported_compiler: true\ncompress_device_code: false\n::error::x"
+    member = "cuprobe/_fft.so\nallow_unsupported_compiler: true\ncompress_device_code: false  #"
     binary = {"member": member, "module": "cuprobe._runtime", "needed": ["libcufft.so.11"]}
     entry = {"wheel": "w.whl", "dist_name": "cuprobe-cuda12x", "cuda": 12, "platform": "linux-x86_64"}
     report = tmp_path / "report.json"
@@ -210,11 +211,15 @@ def test_a_link_in_a_git_repository_is_not_followed_out_of_it(project: Path, tmp
 
 
 def test_a_recipe_reached_through_a_link_is_not_completed(project: Path, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "recipe.yaml").write_bytes((project / "recipes/cuprobe/recipe.yaml").read_bytes())
+    """recipes/linked is a link to a recipe folder elsewhere, whose recipe is sound: it is neither read nor
+    rewritten."""
+    outside = shutil.copytree(project / "recipes/cuprobe", tmp_path / "outside")
+    recipe = (outside / "recipe.yaml").read_text(encoding="utf-8").replace("name: cuprobe", "name: linked")
+    (outside / "recipe.yaml").write_text(recipe, encoding="utf-8")
     (project / "recipes/linked").symlink_to(outside)
+    binary = {"member": "cuprobe/_fft.so", "module": "cuprobe._runtime", "needed": ["libcufft.so.11"]}
+    entry = {"wheel": "w.whl", "dist_name": "linked-cuda12x", "cuda": 12, "platform": "linux-x86_64"}
     report = tmp_path / "report.json"
-    report.write_text('{"wheels": [{"wheel": "w.whl", "dist_name": "linked-cuda12x", "cuda": 12}]}')
+    report.write_text(json.dumps({"wheels": [{**entry, "binaries": [binary]}]}))
     assert main(["--root", str(project), "recipe", "--from-report", str(report), "--recipe", "linked"]) == 2
-    assert (outside / "recipe.yaml").read_bytes() == (project / "recipes/cuprobe/recipe.yaml").read_bytes()
+    assert (outside / "recipe.yaml").read_text(encoding="utf-8") == recipe
