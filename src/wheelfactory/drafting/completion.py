@@ -55,6 +55,11 @@ class Linked:
     import_error: str = ""
 
 
+def report_links(report: Path, name: str) -> Linked:
+    """What `report` shows of the recipe `name`'s binaries (UserError for a report that is no factory's)."""
+    return linked(_entries(report, name))
+
+
 def _entries(report: Path, name: str) -> list[dict[str, Any]]:
     """The report's entries for the recipe's wheels (`name-cudaNNx`): a regular file within MAX_REPORT, JSON
     nested no deeper than Python reads (untrusted/trees.py)."""
@@ -233,6 +238,19 @@ def _yaml() -> YAML:
     return yaml
 
 
+def completed(before: str, found: Linked) -> str:
+    """A recipe's text (one that passed the recipe's checks) with what the report shows added, its comments and
+    layout kept."""
+    yaml = _yaml()
+    data = yaml.load(before)
+    if not isinstance(data, CommentedMap):
+        raise UserError("the recipe is not a mapping — fix it, or draft it afresh")
+    apply(data, found)
+    written = io.StringIO()
+    yaml.dump(data, written)
+    return written.getvalue()
+
+
 def _recipe_text(name: str, root: Path) -> str:
     """recipes/<name>/recipe.yaml, reached through no link, once it passes the recipe's checks (what the
     completion then reads of it has the shape they hold it to)."""
@@ -253,15 +271,7 @@ def complete_recipe(report: Path, name: str, root: Path) -> tuple[Path, str]:
     the recipe already allowed everything the report shows)."""
     before = _recipe_text(name, root)
     path = root / "recipes" / name / "recipe.yaml"
-    found = linked(_entries(report, name))
-    yaml = _yaml()
-    data = yaml.load(before)
-    if not isinstance(data, CommentedMap):
-        raise UserError(f"recipes/{shown(name)}/recipe.yaml: not a mapping — fix it, or draft it afresh")
-    apply(data, found)
-    written = io.StringIO()
-    yaml.dump(data, written)
-    after = written.getvalue()
+    after = completed(before, report_links(report, name))
     if after == before:
         return path, ""
     write_checked(after, name, root)

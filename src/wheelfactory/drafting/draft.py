@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,17 @@ def _block(text: object, first: str) -> str:
     return "\n".join(lines) or first.rstrip()
 
 
+@cache
 def _template(root: Path) -> jinja2.Template:
-    # Every value passes the yaml filter, every comment the comment, why or block filter.
+    # Every value passes the yaml filter (yaml_scalar), every comment the comment, why or block filter
+    # (yaml_comment).
     filters: Filters = {"yaml": yaml_scalar, "comment": yaml_comment, "why": _why, "block": _block}
     return template_environment(root, filters, trim=True).get_template("recipe.yaml.j2")
+
+
+def rendered_draft(root: Path, context: dict[str, object]) -> str:
+    """templates/recipe.yaml.j2 rendered from a draft's context, compiled once a process."""
+    return _template(root).render(**context)
 
 
 def _source(given: SourceGiven, root: Path) -> tuple[dict[str, str], str, Path, str]:
@@ -194,5 +202,4 @@ def draft_recipe(given: SourceGiven, root: Path) -> tuple[Path, list[str]]:
     source, read_from, tree, origin = _source(given, root)
     name, context, notes = draft_context(tree, source, read_from, origin)
     _refuse_existing(name, root)
-    text = _template(root).render(**context)
-    return write_checked(text, name, root), notes
+    return write_checked(rendered_draft(root, context), name, root), notes
