@@ -144,6 +144,7 @@ def test_a_source_file_nested_too_deep_is_named_in_the_notes_not_a_traceback(
     [
         (parse_toml, b"a = " + b"{b = " * 5000 + b"1" + b"}" * 5000),
         (parse_toml, b"[" + b"a." * 200 + b"b]"),
+        (parse_toml, b'a = "' + b'\\"' * 200_000 + b"\n"),  # a string left open, a quote in it at every step
         (parse_python, b"f" + b"(x" * 150 + b")" * 150),
         (parse_python, b"x = a" + b".b" * 50_000),
         (parse_json, b"[" * 100_000),
@@ -162,10 +163,12 @@ def test_a_real_pyprojects_dotted_keys_and_strings_are_not_counted_as_depth() ->
 
 
 def test_cmake_scans_are_linear_and_give_true_line_numbers(project: Path) -> None:
-    """An option a million lines down, and a CUDA:: target on each of 25,000 lines: each match placed at its own
-    line (not at the blank lines before it), in time that grows with the file, not its square."""
+    """An option a million lines down, a CUDA:: target on each of 10,000 lines, 30,000 options whose description
+    is left open: each match placed at its own line (not at the blank lines before it), in time that grows with
+    the file, not its square."""
     cmake = "\n" * 1_000_000 + 'option(BIG_USE_CUDA "build the kernels" OFF)\n'
-    cmake += "target_link_libraries(k CUDA::cublas)\n" * 25_000 + "set(CMAKE_CUDA_ARCHITECTURES 80)\n"
+    cmake += "target_link_libraries(k CUDA::cublas)\n" * 10_000 + 'option(OPEN_CUDA "\n' * 30_000
+    cmake += "set(CMAKE_CUDA_ARCHITECTURES 80)\n"
     source = _folder_source(project, "big", {"pyproject.toml": _pyproject("big"), "CMakeLists.txt": cmake})
     started = time.monotonic()
     path, _ = draft_recipe(SourceGiven(folder=source), project)
@@ -173,7 +176,7 @@ def test_cmake_scans_are_linear_and_give_true_line_numbers(project: Path) -> Non
     text = path.read_text(encoding="utf-8")
     assert "CMakeLists.txt:1000001 option(BIG_USE_CUDA ... OFF)" in text
     assert "cublas: CMakeLists.txt:1000002" in text
-    assert "CMakeLists.txt:1025002 sets CMAKE_CUDA_ARCHITECTURES" in text
+    assert "CMakeLists.txt:1040002 sets CMAKE_CUDA_ARCHITECTURES" in text
 
 
 def test_a_report_that_never_ends_is_refused_at_its_cap(project: Path, tmp_path: Path) -> None:

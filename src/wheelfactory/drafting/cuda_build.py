@@ -24,9 +24,10 @@ _CMAKE_FILES = re.compile(r"CMakeLists\.txt|(?!Find).+\.cmake")
 _CMAKE_TARGET = re.compile(r"\bCUDA::(\w+)")
 _FINDCUDA_LIBRARY = re.compile(r"\$\{CUDA_(\w+?)_LIBRAR(?:Y|IES)\}")
 # Blanks, not \s, before the keyword: \s would run over every blank line before it (a match placed lines too early,
-# and a scan whose time grows with the square of the blank lines); a description is at most one screen.
+# and a scan whose time grows with the square of the blank lines); a description on its line, so that an open quote
+# is not read to the file's end again for each option.
 _OPTION = re.compile(
-    r'^[ \t]*(option)\s*\(\s*(\w+)\s+"([^"]{0,4096})"\s*(ON|OFF|TRUE|FALSE)?\s*\)', re.MULTILINE | re.IGNORECASE
+    r'^[ \t]*(option)\s*\(\s*(\w+)\s+"([^"\n]*)"\s*(ON|OFF|TRUE|FALSE)?\s*\)', re.MULTILINE | re.IGNORECASE
 )
 # An option that turns the CUDA build on (USE_CUDA, FINUFFT_USE_CUDA, WITH_CUDA), not one that tunes it.
 _CUDA_SWITCH = re.compile(r"(^|_)(USE|WITH|ENABLE|BUILD)_CUDA($|_)|^CUDA$", re.IGNORECASE)

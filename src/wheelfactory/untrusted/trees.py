@@ -96,8 +96,13 @@ def _utf8(data: bytes, what: str) -> str:
         raise BadBytes(f"{what}: byte 0x{data[exc.start]:02x} on line {line} is not UTF-8 text") from None
 
 
-# TOML's strings and comments, whose dots and brackets are text: taken out before dotted keys are counted.
-_TOML_TEXT = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
+# TOML's strings and comments, whose dots and brackets are text: taken out before dotted keys are counted. A string
+# left open runs to its line's end (to the text's, for a multi-line one): each character is looked at once, where
+# a retry at every quote inside it would take the square of the line (tomllib stops at such a string anyway).
+_TOML_TEXT = re.compile(
+    r'"""[\s\S]*?(?:"""|\Z)|\'\'\'[\s\S]*?(?:\'\'\'|\Z)|"(?:[^"\\\n]|\\.)*+(?:"|\\|$)|\'[^\'\n]*+(?:\'|$)|#[^\n]*',
+    re.MULTILINE,
+)
 _TOML_KEY_END = re.compile(r"[=,\n\[\]{}]")
 
 
