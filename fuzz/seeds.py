@@ -1,5 +1,6 @@
 """The seeds each reader's fuzzing starts from: real binaries built here (gcc's ELF extension module and library,
-nvcc's fatbin, mingw's PE DLL, a wheel and an sdist) and the byte-built cases of the tests. A tool this host lacks
+nvcc's fatbin, mingw's PE DLL, a wheel and an sdist), the test sources' build files and a real build's report, and
+the byte-built cases of the tests. A tool this host lacks
 (nvcc, mingw) is said, and its seeds are left out."""
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from pathlib import Path
 
 from tests import elfbytes as eb
 from tests.wheelbytes import make_wheel
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = REPO / "tests" / "sources"
 
 EXTENSION = r"""
 #include <math.h>
@@ -31,7 +35,7 @@ def _run(command: list[str], cwd: Path) -> bool:
 def build(into: Path) -> list[str]:
     """Write each reader's seeds under `into/READER/`; returns what could not be built here, and why."""
     missing = []
-    folders = {name: into / name for name in ("wheel", "tar", "elf", "fatbin", "pe", "index")}
+    folders = {name: into / name for name in ("wheel", "tar", "elf", "fatbin", "pe", "index", "source", "report")}
     for folder in folders.values():
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -101,3 +105,25 @@ def _byte_built(folders: dict[str, Path]) -> None:
     (folders["index"] / "pep503.html").write_text(
         '<html><a href="../../files/pkg-1.0.tar.gz#sha256=00">pkg-1.0.tar.gz</a>'
     )
+    _drafting(folders)
+
+
+def _drafting(folders: dict[str, Path]) -> None:
+    """The drafter's files (each after the byte that picks it: fuzz/targets.py's SOURCE_FILES) from the test
+    sources, and a report of a real build, its wheels renamed as the fuzzed recipe's."""
+    for picked, path in (
+        (0, SOURCES / "ctlib" / "pyproject.toml"),
+        (0, SOURCES / "multipkg" / "pyproject.toml"),
+        (1, REPO / "recipes" / "cuprobe" / "source" / "setup.py"),
+        (1, SOURCES / "datalib" / "setup.py"),
+        (3, SOURCES / "multipkg" / "PKG-INFO"),
+        (4, SOURCES / "ctlib" / "CMakeLists.txt"),
+    ):
+        (folders["source"] / f"{picked}-{path.parent.name}-{path.name}").write_bytes(
+            bytes([picked]) + path.read_bytes()
+        )
+    (folders["source"] / "2-setup.cfg").write_bytes(b"\x02[options]\npackages = fuzzpkg\n")
+    init = b"\x05import ctypes\nfrom . import _k\n_lib = ctypes.CDLL('libfuzz.so')\n"
+    (folders["source"] / "5-init.py").write_bytes(init)
+    report = (REPO / "tests" / "reports" / "cufinufft-2.4.1-cuda12.json").read_text(encoding="utf-8")
+    (folders["report"] / "cufinufft.json").write_text(report.replace("cufinufft-cuda", "fuzzpkg-cuda"))

@@ -1,5 +1,6 @@
 """One fuzz target a reader: the bytes go to the reader as a file or in memory, and the reader may only take them
-or refuse them with the factory's own error (BadBytes; ToolFailure for a fetched index page). Anything else it
+or refuse them with the factory's own error (BadBytes; ToolFailure for a fetched index page; UserError for what
+the drafter and the completion read). Anything else it
 raises is a finding, and so is an input that takes over a second or 256 MiB (libFuzzer's -timeout and
 -rss_limit_mb, set by the driver)."""
 
@@ -13,10 +14,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from wheelfactory.binaries import elf, pe
 from wheelfactory.binaries.fatbin import read_fatbin
 from wheelfactory.binaries.wheelcheck import check_wheel
-from wheelfactory.errors import BadBytes, ToolFailure
+from wheelfactory.drafting.completion import completed, report_links
+from wheelfactory.drafting.draft import draft_context, rendered_draft
+from wheelfactory.errors import BadBytes, ToolFailure, UserError
 from wheelfactory.sources import parse_project_page
 from wheelfactory.untrusted import archives
 
@@ -30,6 +35,25 @@ if _GIVEN:
 else:
     atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 WHEEL_NAME = "pkg_cuda12x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+ROOT = Path(__file__).resolve().parent.parent  # its templates/ render the drafts
+# The files of a source the drafter reads; a source input's first byte picks the one the rest of it becomes.
+SOURCE_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO", "CMakeLists.txt", "fuzzpkg/__init__.py")
+SOURCE_NAMED = b"Metadata-Version: 2.1\nName: fuzzpkg\nVersion: 1.0\n"
+# A recipe as a draft leaves it, which a report input completes.
+RECIPE = """name: fuzzpkg
+version: "1.0"
+import: fuzzpkg
+source: {path: source}
+components: [cudart]  # a comment the completion keeps
+modules:
+  "*": []
+smoke: {cuda_at_import: true}
+"""
+# The keys a draft or a completion may write: one more is a name from the input that escaped its comment or value.
+RECIPE_KEYS = {
+    "name", "version", "summary", "import", "packages", "source", "wheel_abi", "torch", "platforms", "components",
+    "provided_libraries", "modules", "shared_libraries", "device_code", "environment", "dependencies", "smoke",
+}  # fmt: skip
 
 
 def _as_file(data: bytes, name: str) -> Path:
@@ -87,6 +111,29 @@ def index_page(data: bytes) -> None:
     parse_project_page("https://index.invalid/simple/pkg/", data, kind)
 
 
+def _keys_kept(text: str) -> None:
+    loaded = yaml.safe_load(text)
+    assert isinstance(loaded, dict) and set(loaded) <= RECIPE_KEYS, f"a recipe's keys escaped: {sorted(loaded)}"
+
+
+def source(data: bytes) -> None:
+    """A source tree the drafter reads: the input is one of its files (the first byte picks which), beside a
+    PKG-INFO that names it; the draft rendered from it must be YAML with only a recipe's keys."""
+    tree = SCRATCH / "source"
+    shutil.rmtree(tree, ignore_errors=True)
+    (tree / "fuzzpkg").mkdir(parents=True)
+    (tree / "PKG-INFO").write_bytes(SOURCE_NAMED)
+    (tree / SOURCE_FILES[data[0] % len(SOURCE_FILES)] if data else tree / "setup.py").write_bytes(data[1:])
+    _, context, _ = draft_context(tree, {"path": "source"}, "a folder", "the fuzzed source")
+    _keys_kept(rendered_draft(ROOT, context))
+
+
+def report(data: bytes) -> None:
+    """A build's report.json, read as the completion reads it and applied to a drafted recipe: the completed
+    recipe must be YAML with only a recipe's keys."""
+    _keys_kept(completed(RECIPE, report_links(_as_file(data, "report.json"), "fuzzpkg")))
+
+
 TARGETS: dict[str, tuple[Callable[[bytes], None], tuple[type[Exception], ...]]] = {
     "wheel": (wheel, (BadBytes,)),
     "tar": (tar, (BadBytes,)),
@@ -94,6 +141,8 @@ TARGETS: dict[str, tuple[Callable[[bytes], None], tuple[type[Exception], ...]]] 
     "fatbin": (fatbin, (BadBytes,)),
     "pe": (pe_file, (BadBytes,)),
     "index": (index_page, (ToolFailure,)),
+    "source": (source, (UserError,)),
+    "report": (report, (UserError,)),
 }
 
 

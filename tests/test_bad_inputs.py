@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shlex
@@ -28,10 +29,11 @@ COMMAND_LINE_CASES = sorted(c for c in EXPECTED if c.startswith("cli-"))
 
 
 def _install(case: str, root: Path) -> None:
-    """A case is a matrix.yaml or a recipe.yaml for recipes/cuprobe/, or a folder laid over the project."""
+    """A case is a matrix.yaml or a recipe.yaml for recipes/cuprobe/, or a folder laid over the project (its links
+    kept as links: a case may plant one)."""
     path = CASES / "cases" / case
     if path.is_dir():
-        shutil.copytree(path, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(COMMAND_LINE))
+        shutil.copytree(path, root, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(COMMAND_LINE))
         return
     file = path.with_suffix(".yaml")
     shutil.copy(file, root / "matrix.yaml" if case.startswith("matrix-") else root / "recipes/cuprobe/recipe.yaml")
@@ -42,8 +44,14 @@ def _expected(case: str, command: str) -> list[str] | None:
     return expected.get(command) if isinstance(expected, dict) else expected
 
 
-def _snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+def _snapshot(directory: Path, outside: str = "") -> dict[str, bytes]:
+    """Every file under `directory` (outside its folder `outside`, where one is named) by its bytes, never read
+    through a link: a link by its target."""
+    return {
+        str(p.relative_to(directory)): os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if (p.is_file() or p.is_symlink()) and not (outside and p.relative_to(directory).parts[0] in (outside, "build"))
+    }
 
 
 def test_corpus_is_large_and_fully_specified() -> None:
@@ -77,15 +85,23 @@ def test_bad_input_is_reported_at_its_place(
 
 @pytest.mark.parametrize("case", COMMAND_LINE_CASES)
 def test_bad_command_line_is_reported_with_the_rest(
-    case: str, project: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+    case: str,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The options' problems with the files' (a value given twice counts once), and a step that failed drawn
     failed. An expected line ending in `…` is the start of the line (what follows is the engine's own words);
-    durations are left out."""
+    durations are left out. The command runs in the project (its paths are the project's); nothing is made
+    beside it, and a case's files outside recipes/ stay as the case laid them."""
     argv = shlex.split((CASES / "cases" / case / COMMAND_LINE).read_text(encoding="utf-8"))
     if "--image" in argv:
         request.getfixturevalue("docker")  # the engine is asked for the image
     _install(case, project)
+    monkeypatch.chdir(project)
+    beside = sorted(project.parent.iterdir())
+    laid = _snapshot(project, outside="recipes")
     capsys.readouterr()
 
     status = main(["--root", str(project), *argv])
@@ -97,6 +113,8 @@ def test_bad_command_line_is_reported_with_the_rest(
     for line, wanted in zip(lines, expected, strict=True):
         assert line.startswith(wanted[:-1]) if wanted.endswith("…") else line == wanted
     assert not (project / "dist").exists()
+    assert sorted(project.parent.iterdir()) == beside
+    assert _snapshot(project, outside="recipes") == laid
 
 
 def test_cli_process_exits_2_without_traceback(project: Path) -> None:

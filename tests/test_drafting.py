@@ -166,14 +166,14 @@ def test_a_source_it_cannot_read_says_so_and_still_gets_a_draft(project: Path) -
         },
     )
     path, notes = draft_recipe(SourceGiven(folder=source), project)
-    assert notes == ["setup.py does not parse as Python: nothing was read from it"]
+    assert notes == ["setup.py:2: does not parse as Python ('(' was never closed) — nothing was read from it"]
     drafted = _recipe(path)
     assert drafted.source.model_dump() == {"path": "source"}
     assert (drafted.name, drafted.version, drafted.components) == ("oddpkg", "1.0", ["cublas"])
     assert drafted.environment == {"CMAKE_ARGS": "-DODD_USE_CUDA=ON"}
     assert drafted.smoke.cuda_at_import
     text = path.read_text(encoding="utf-8")
-    assert "# NOTE: setup.py does not parse as Python" in text
+    assert "# NOTE: setup.py:2: does not parse as Python" in text
     assert "CMakeLists.txt:2 links the driver: the module that does gets `driver` in its list" in text
 
 

@@ -27,7 +27,7 @@ from wheelfactory.build import inject_loader
 from wheelfactory.built import BuiltWheel
 from wheelfactory.cli import main
 from wheelfactory.declared import excluded_libraries
-from wheelfactory.errors import InputError, ToolFailure, UserError
+from wheelfactory.errors import BadBytes, InputError, ToolFailure, UserError
 from wheelfactory.pipeline import BuildRequest
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.platforms import linux
@@ -365,6 +365,31 @@ def test_a_labelled_wheel_that_does_not_belong_on_its_page_stops_the_pages(torch
     with pytest.raises(UserError, match=r"is not labelled \+pt215cu132, the label of the wheels built against"):
         write_torch_indexes(dist, plan.locked_torches_of)
     assert not list(dist.rglob("index.html"))
+
+
+def test_no_page_is_written_or_removed_through_a_link_in_the_folder(torch_project: Path, tmp_path: Path) -> None:
+    """A link planted in dist/torch-index/ (to a folder of wheels elsewhere, to a folder with a page of its own):
+    the pages stop before any is written, nothing outside is written or removed as a stale page, and no labelled
+    copy is written through one."""
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX)
+    variant = _variant(torch_project)
+    assert variant.torch is not None
+    dist, outside = tmp_path / "dist", tmp_path / "outside"
+    labelled = labelled_copy(_wheel(variant, tmp_path, requires_torch=True), variant.torch, dist)
+    labelled.parent.rename(outside)
+    labelled.parent.symlink_to(outside)  # torch2.14-cu130/torchlike-cuda13x -> a folder of wheels elsewhere
+    (outside / "other").mkdir()
+    (outside / "other" / "index.html").write_text("someone else's page")
+    (dist / INDEX_DIR / "torch2.15-cu132").symlink_to(outside / "other")
+    with pytest.raises(UserError, match=r"is a link, .* is a link — nothing is written through a link"):
+        write_torch_indexes(dist, plan.locked_torches_of)
+    assert sorted(p.name for p in outside.rglob("*")) == ["index.html", "other", labelled.name]
+    assert (outside / "other" / "index.html").read_text() == "someone else's page"
+    assert not list(dist.rglob("index.html"))
+    (tmp_path / "again").mkdir()
+    with pytest.raises(BadBytes, match=r"torch-index/torch2\.14-cu130/torchlike-cuda13x: a link"):
+        labelled_copy(_wheel(variant, tmp_path / "again", requires_torch=True), variant.torch, dist)
+    assert len(list(outside.glob("*.whl"))) == 1
 
 
 def test_what_installing_torch_brings_is_resolved_by_pip_and_split_at_nvidias_wheels() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from .errors import ToolFailure
+from .untrusted.trees import write_new
 
 MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 TAIL_LINES = 20
@@ -39,6 +40,7 @@ def place(source: Path, target: Path, mode: int | None = None) -> None:
     """Copy `source` to `target` as one step: a copy beside the target, renamed over it, so that a killed run
     leaves the old file or the new one, never half of one."""
     partial = target.with_name(f".{target.name}.partial")
+    partial.unlink(missing_ok=True)  # a link left there is removed, not copied through
     shutil.copyfile(source, partial)
     if mode is not None:
         partial.chmod(mode)
@@ -48,12 +50,7 @@ def place(source: Path, target: Path, mode: int | None = None) -> None:
 def write_atomically(target: Path, content: bytes | str) -> None:
     """Write `target` as one step, as `place` copies."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
-    if isinstance(content, str):
-        partial.write_text(content, encoding="utf-8")
-    else:
-        partial.write_bytes(content)
-    os.replace(partial, target)
+    os.replace(write_new(target.with_name(f".{target.name}.partial"), content), target)
 
 
 @contextmanager

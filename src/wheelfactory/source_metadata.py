@@ -1,11 +1,11 @@
 """What a package's source says about itself, read as data and never run: setup()'s keywords (from setup.py's syntax
 tree), the sdist's PKG-INFO (its long description, extras and their requirements), and its readme. Problems in the
-source's files are reported at their own path, line and column (SourceText)."""
+source's files are reported at their own path, line and column (SourceText). The files are read through
+untrusted/trees.py: inside the tree, through no link, bounded in size and in parse depth."""
 
 from __future__ import annotations
 
 import ast
-import tomllib
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path, PurePosixPath
@@ -15,7 +15,8 @@ import yaml
 from packaging.metadata import parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .errors import InputError, Problem
+from .errors import BadBytes, InputError, Problem
+from .untrusted.trees import parse_python, parse_toml, read_inside
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ def setup_keywords(tree: Path) -> dict[str, ast.expr]:
     """The keywords of the source's setup() calls, read from setup.py without running it; none of a call whose
     `setup(**options)` hides what it gives."""
     try:
-        module = ast.parse((tree / "setup.py").read_bytes())
-    except (OSError, SyntaxError, ValueError):
+        module = parse_python(read_inside(tree, "setup.py") or b"", "setup.py")
+    except BadBytes:
         return {}
     keywords: dict[str, ast.expr] = {}
     for node in ast.walk(module):
@@ -91,8 +92,8 @@ def source_pyproject(tree: Path) -> dict[str, Any]:
     """The source's pyproject.toml, parsed; empty where it has none or it does not parse (rendering reports that at
     its place)."""
     try:
-        return tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return parse_toml(read_inside(tree, "pyproject.toml") or b"", "pyproject.toml")
+    except BadBytes:
         return {}
 
 
@@ -113,8 +114,8 @@ def source_build_requires(tree: Path) -> list[str] | None:
 def pkg_info(tree: Path) -> dict[str, Any]:
     """The raw fields of the sdist's PKG-INFO (none for a tree without one)."""
     try:
-        raw, _ = parse_email((tree / "PKG-INFO").read_bytes())
-    except (OSError, ValueError):
+        raw, _ = parse_email(read_inside(tree, "PKG-INFO") or b"")
+    except (BadBytes, ValueError):
         return {}
     return dict(raw)
 

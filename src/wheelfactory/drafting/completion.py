@@ -7,8 +7,10 @@ recipe says is taken away (a library the report does not show may still be linke
 recipe is rewritten with its comments and layout kept (ruamel.yaml's round trip), checked as `nox -s render`
 checks it, and only then replaced; the change is returned as a unified diff.
 
-The report is untrusted input like any other: read within a size bound, its shape checked, every name from it
-shown escaped.
+The report is untrusted input like any other: a regular file read within a size bound and parsed within a depth
+bound (untrusted/trees.py), its shape checked, every name from it shown escaped — in a comment through
+`yaml_comment`, so that no name can end the comment's line and start keys of its own. The recipe is read and
+written only through recipes/<name>/ with no link on the way, and checked before it is completed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import io
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -28,11 +29,12 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..binaries.wheelfile import unvendored
 from ..components import component_table, platforms
-from ..errors import UserError
-from ..inputs import DRIVER
+from ..errors import BadBytes, UserError
+from ..inputs import DRIVER, load_matrix, load_recipe
 from ..inputs.recipe import most_specific
-from ..untrusted.shown import shown
-from .checking import write_checked
+from ..untrusted.shown import shown, yaml_comment
+from ..untrusted.trees import parse_json, read_file, read_inside
+from .checking import checked_name, write_checked
 from .known import provided_libraries_of, provider_of
 
 MAX_REPORT = 64 * 1024 * 1024  # a report of thousands of wheels is a few MiB
@@ -53,18 +55,18 @@ class Linked:
     import_error: str = ""
 
 
+def report_links(report: Path, name: str) -> Linked:
+    """What `report` shows of the recipe `name`'s binaries (UserError for a report that is no factory's)."""
+    return linked(_entries(report, name))
+
+
 def _entries(report: Path, name: str) -> list[dict[str, Any]]:
-    """The report's entries for the recipe's wheels (`name-cudaNNx`)."""
+    """The report's entries for the recipe's wheels (`name-cudaNNx`): a regular file within MAX_REPORT, JSON
+    nested no deeper than Python reads (untrusted/trees.py)."""
     try:
-        if report.stat().st_size > MAX_REPORT:
-            raise UserError(f"{shown(str(report))}: over {MAX_REPORT // 2**20} MiB — not a factory's report")
-        loaded = json.loads(report.read_bytes())
-    except OSError as exc:
-        raise UserError(
-            f"{shown(str(report))}: cannot read it ({shown(exc.strerror)}) — give dist/report.json"
-        ) from None
-    except (ValueError, RecursionError):
-        raise UserError(f"{shown(str(report))}: not JSON — give the report a build wrote (dist/report.json)") from None
+        loaded = parse_json(read_file(report, MAX_REPORT), shown(str(report)))
+    except BadBytes as exc:
+        raise UserError(f"{exc} — give the report a build wrote (dist/report.json)") from None
     wheels = loaded.get("wheels") if isinstance(loaded, dict) else None
     if not isinstance(wheels, list):
         raise UserError(f"{shown(str(report))}: no `wheels` list — give the report a build wrote (dist/report.json)")
@@ -172,7 +174,7 @@ def _allow(policies: CommentedMap, name: str, links: set[str], what: str) -> Non
     policies.fa.set_block_style()  # an entry a line, each with its comment
     policies[name] = _flow(wanted)
     policies.yaml_add_eol_comment(
-        f"from the report: {what} links {', '.join(sorted(links)) or 'no CUDA library'}", name
+        yaml_comment(f"from the report: {what} links {', '.join(sorted(links)) or 'no CUDA library'}"), name
     )
 
 
@@ -187,7 +189,7 @@ def apply(data: CommentedMap, found: Linked) -> None:
         components.append(component)
     if set(found.components) - declared:
         added = "; ".join(f"{c}: {found.components[c]}" for c in sorted(set(found.components) - declared))
-        data.yaml_add_eol_comment(f"from the report: {added}", "components")
+        data.yaml_add_eol_comment(yaml_comment(f"from the report: {added}"), "components")
     modules = _policies(data, "modules")
     for module, links in sorted(found.modules.items()):
         if links:
@@ -236,28 +238,43 @@ def _yaml() -> YAML:
     return yaml
 
 
-def complete_recipe(report: Path, name: str, root: Path) -> tuple[Path, str]:
-    """Complete recipes/<name>/recipe.yaml from `report`; (its path, the unified diff of the change, empty when
-    the recipe already allowed everything the report shows)."""
-    path = root / "recipes" / name / "recipe.yaml"
-    try:
-        before = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise UserError(
-            f"recipes/{shown(name)}/recipe.yaml: cannot read it — draft it first (`nox -s recipe -- NAME==VERSION`)"
-        ) from None
-    found = linked(_entries(report, name))
+def completed(before: str, found: Linked) -> str:
+    """A recipe's text (one that passed the recipe's checks) with what the report shows added, its comments and
+    layout kept."""
     yaml = _yaml()
     data = yaml.load(before)
     if not isinstance(data, CommentedMap):
-        raise UserError(f"recipes/{shown(name)}/recipe.yaml: not a mapping — fix it, or draft it afresh")
+        raise UserError("the recipe is not a mapping — fix it, or draft it afresh")
     apply(data, found)
     written = io.StringIO()
     yaml.dump(data, written)
-    after = written.getvalue()
+    return written.getvalue()
+
+
+def _recipe_text(name: str, root: Path) -> str:
+    """recipes/<name>/recipe.yaml, reached through no link, once it passes the recipe's checks (what the
+    completion then reads of it has the shape they hold it to)."""
+    relative = f"recipes/{checked_name(name, '--recipe')}/recipe.yaml"
+    try:
+        data = read_inside(root, relative)
+        text = data.decode("utf-8") if data is not None else None
+    except (BadBytes, UnicodeDecodeError) as exc:
+        raise UserError(f"{relative}: cannot read it ({exc}) — draft it afresh") from None
+    if text is None:
+        raise UserError(f"{relative}: no such recipe — draft it first (`nox -s recipe -- NAME==VERSION`)")
+    load_recipe(root / relative, root, load_matrix(root / "matrix.yaml", root).value)
+    return text
+
+
+def complete_recipe(report: Path, name: str, root: Path) -> tuple[Path, str]:
+    """Complete recipes/<name>/recipe.yaml from `report`; (its path, the unified diff of the change, empty when
+    the recipe already allowed everything the report shows)."""
+    before = _recipe_text(name, root)
+    path = root / "recipes" / name / "recipe.yaml"
+    after = completed(before, report_links(report, name))
     if after == before:
         return path, ""
-    write_checked(after, path.parent, root)
+    write_checked(after, name, root)
     diff = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), str(path.relative_to(root)), "completed"
     )

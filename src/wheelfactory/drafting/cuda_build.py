@@ -16,13 +16,19 @@ from typing import Any, get_args
 from ..components import OS, component_table, operating_system, platforms
 from ..inputs.recipe_checks import RESERVED_ENVIRONMENT
 from ..source_metadata import pkg_info, source_build_requires, source_project, source_pyproject
-from .reading import Guess, files_named, line_of, table, text_of
+from ..untrusted.trees import Lines
+from .reading import Guess, SourceTree, files_named, table
 
 # A project's CMake files; not the Find modules it carries, which name every target of what they find.
 _CMAKE_FILES = re.compile(r"CMakeLists\.txt|(?!Find).+\.cmake")
 _CMAKE_TARGET = re.compile(r"\bCUDA::(\w+)")
 _FINDCUDA_LIBRARY = re.compile(r"\$\{CUDA_(\w+?)_LIBRAR(?:Y|IES)\}")
-_OPTION = re.compile(r'^\s*option\s*\(\s*(\w+)\s+"([^"]*)"\s*(ON|OFF|TRUE|FALSE)?\s*\)', re.MULTILINE | re.IGNORECASE)
+# Blanks, not \s, before the keyword: \s would run over every blank line before it (a match placed lines too early,
+# and a scan whose time grows with the square of the blank lines); a description on its line, so that an open quote
+# is not read to the file's end again for each option.
+_OPTION = re.compile(
+    r'^[ \t]*(option)\s*\(\s*(\w+)\s+"([^"\n]*)"\s*(ON|OFF|TRUE|FALSE)?\s*\)', re.MULTILINE | re.IGNORECASE
+)
 # An option that turns the CUDA build on (USE_CUDA, FINUFFT_USE_CUDA, WITH_CUDA), not one that tunes it.
 _CUDA_SWITCH = re.compile(r"(^|_)(USE|WITH|ENABLE|BUILD)_CUDA($|_)|^CUDA$", re.IGNORECASE)
 _SETS_ARCHS = re.compile(r"\bset\s*\(\s*CMAKE_CUDA_ARCHITECTURES\b", re.IGNORECASE)
@@ -89,20 +95,20 @@ def _link(found: CudaBuild, name: str, where: str) -> None:
         found.components.setdefault(component, where)
 
 
-def read_cuda_build(tree: Path) -> CudaBuild:
+def read_cuda_build(source: SourceTree) -> CudaBuild:
     found = CudaBuild()
-    _read_cmake(tree, found)
-    _read_setup_py(tree, found)
-    _read_own_cibuildwheel(tree, found)
-    found.torch = _torch(tree)
-    found.platforms = _platforms(tree)
+    _read_cmake(source, found)
+    _read_setup_py(source, found)
+    _read_own_cibuildwheel(source.root, found)
+    found.torch = _torch(source)
+    found.platforms = _platforms(source.root)
     return found
 
 
 def cuda_switches(tree: Path) -> dict[str, str]:
     """The switches a draft turns the source's CUDA build on with -> how it sets each and where it was read: what
     a build that left CUDA out most likely missed."""
-    found = read_cuda_build(tree)
+    found = read_cuda_build(SourceTree(tree))
     switches = {
         g.value[2:].split("=")[0]: f"CMAKE_ARGS {g.value} ({g.read_from})"
         for g in found.cmake_args
@@ -128,31 +134,34 @@ def _defined_by_source(tree: Path) -> set[str]:
     return defined
 
 
-def _read_cmake(tree: Path, found: CudaBuild) -> None:
+def _read_cmake(source: SourceTree, found: CudaBuild) -> None:
+    tree = source.root
     defined = _defined_by_source(tree)
     for path in files_named(tree, _CMAKE_FILES):
-        text, shown = text_of(path), _shown_path(tree, path)
+        shown = _shown_path(tree, path)
+        text = source.text(shown)
+        lines = Lines(text)
         for match in [*_CMAKE_TARGET.finditer(text), *_FINDCUDA_LIBRARY.finditer(text)]:
-            _link(found, match[1], f"{shown}:{line_of(text, match.start())}")
+            _link(found, match[1], f"{shown}:{lines.of(match.start())}")
         for option in _OPTION.finditer(text):
-            name, default = option[1], (option[3] or "OFF").upper()
+            name, default = option[2], (option[4] or "OFF").upper()
             if _CUDA_SWITCH.search(name) and default in ("OFF", "FALSE") and name not in defined:
-                where = f"{shown}:{line_of(text, option.start())} option({name} ... {default})"
+                where = f"{shown}:{lines.of(option.start(1))} option({name} ... {default})"
                 found.cmake_args.append(Guess(f"-D{name}=ON", where, "the CUDA build is off by default"))
         sets = _SETS_ARCHS.search(text)
         if sets and not any("CMAKE_CUDA_ARCHITECTURES" in g.value for g in found.cmake_args):
-            where = f"{shown}:{line_of(text, sets.start())} sets CMAKE_CUDA_ARCHITECTURES"
+            where = f"{shown}:{lines.of(sets.start())} sets CMAKE_CUDA_ARCHITECTURES"
             found.cmake_args.append(
                 Guess("-DCMAKE_CUDA_ARCHITECTURES=$CMAKE_CUDA_ARCHITECTURES", where, "else it picks its own GPUs")
             )
-        _hard_coded(found, text, shown)
+        _hard_coded(found, text, lines, shown)
 
 
-def _hard_coded(found: CudaBuild, text: str, shown: str) -> None:
+def _hard_coded(found: CudaBuild, text: str, lines: Lines, shown: str) -> None:
     match = _HARD_CODED_ARCHS.search(text)
     if match:
         found.notes.append(
-            f"{shown}:{line_of(text, match.start())} names GPU architectures itself: the audit holds every binary "
+            f"{shown}:{lines.of(match.start())} names GPU architectures itself: the audit holds every binary "
             "to the variant's (SASS for each, PTX for the newest) — pass the factory's ($NVCC_GENCODE, "
             "$CMAKE_CUDA_ARCHITECTURES) if the build lets you, or narrow a binary on purpose in device_code_archs"
         )
@@ -184,31 +193,31 @@ def _constant(node: ast.expr) -> object:
     return node.value if isinstance(node, ast.Constant) else None
 
 
-def _read_setup_py(tree: Path, found: CudaBuild) -> None:
-    text = text_of(tree / "setup.py")
-    if not text:
+def _read_setup_py(source: SourceTree, found: CudaBuild) -> None:
+    module = source.python("setup.py")
+    if module is None:
         return
-    try:
-        module = ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        found.notes.append("setup.py does not parse as Python: nothing was read from it")
-        return
+    text = source.text("setup.py")
+    lines = Lines(text)
     for node in ast.walk(module):
         if isinstance(node, ast.keyword) and node.arg == "libraries" and isinstance(node.value, ast.List | ast.Tuple):
             for element in node.value.elts:
                 if isinstance(element, ast.Constant) and isinstance(element.value, str):
                     _link(found, element.value, f"setup.py:{element.lineno} libraries=[...]")
     for match in _LINK_FLAG.finditer(text):
-        _link(found, match[1], f"setup.py:{line_of(text, match.start())}")
-    _hard_coded(found, text, "setup.py")
+        _link(found, match[1], f"setup.py:{lines.of(match.start())}")
+    _hard_coded(found, text, lines, "setup.py")
     compiles_cuda = "nvcc" in text and re.search(r"\.cu['\"]", text) is not None
     if compiles_cuda and not _TORCH_BUILD.search(text) and not _HARD_CODED_ARCHS.search(text):
         where = "setup.py compiles .cu files with nvcc and names no GPU architecture"
         found.environment["NVCC_APPEND_FLAGS"] = Guess("$NVCC_GENCODE", where, "else nvcc's default GPU alone")
     reads = _environment_reads(module)
+    source_lines = text.split("\n")
     for name, line in reads.items():
         if _FORCES_CUDA.search(name) and name not in found.environment:
-            value = "TRUE" if re.search(rf"{name}\W+[^\n]*==\s*['\"]TRUE['\"]", text) else "1"
+            # On the line that reads it: `FORCE = os.environ.get("PKG_FORCE_CUDA", "0") == "TRUE"`.
+            after = source_lines[line - 1].partition(name)[2] if 0 < line <= len(source_lines) else ""
+            value = "TRUE" if re.search(r"==\s*['\"]TRUE['\"]", after) else "1"
             found.environment[name] = Guess(value, f"setup.py:{line} reads {name}", "forces the CUDA build")
     others = [n for n in reads if n not in FACTORY_GIVES and n not in found.environment]
     if others:
@@ -261,12 +270,12 @@ def _excluded(found: CudaBuild, library: str) -> None:
                 return
 
 
-def _torch(tree: Path) -> Guess[bool] | None:
-    text = text_of(tree / "setup.py")
+def _torch(source: SourceTree) -> Guess[bool] | None:
+    text = source.text("setup.py")
     match = _TORCH_BUILD.search(text)
     if match:
-        return Guess(True, f"setup.py:{line_of(text, match.start())} builds with torch.utils.cpp_extension")
-    requires = source_build_requires(tree) or []
+        return Guess(True, f"setup.py:{Lines(text).of(match.start())} builds with torch.utils.cpp_extension")
+    requires = source_build_requires(source.root) or []
     if any(re.match(r"torch\b", line.strip()) for line in requires):
         return Guess(True, "pyproject.toml [build-system] requires torch")
     return None
@@ -276,7 +285,8 @@ def _platforms(tree: Path) -> Guess[list[str]] | None:
     """The platforms whose operating system the source's classifiers name, where they name any: a classifier
     names an OS by its own or by one that contains it ("Operating System :: POSIX" names Linux)."""
     project = source_project(tree) or {}
-    classifiers = [str(c) for c in project.get("classifiers") or pkg_info(tree).get("classifiers") or []]
+    given = project.get("classifiers") or pkg_info(tree).get("classifiers")
+    classifiers = [c for c in given if isinstance(c, str)] if isinstance(given, list) else []
     systems = [c for c in classifiers if c.startswith("Operating System ::")]
     if not systems or any("OS Independent" in c for c in systems):
         return None

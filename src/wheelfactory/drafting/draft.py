@@ -7,21 +7,23 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
+from packaging.utils import canonicalize_name
 
 from ..errors import UserError
 from ..inputs import GitSource
+from ..inputs.references import commit_problem, git_url_problem
 from ..sources import pin_sdist, source_tree
 from ..templating import Filters, template_environment
-from ..untrusted.shown import one_line, shown
-from .checking import write_checked
+from ..untrusted.shown import shown, yaml_comment, yaml_scalar
+from .checking import checked_name, write_checked
 from .cuda_build import CudaBuild, read_cuda_build
 from .known import provided_libraries_of
-from .reading import Guess, ctypes_at_import, identity, import_packages, requirements, wheel_abi
+from .reading import Guess, SourceTree, ctypes_at_import, identity, import_packages, requirements, wheel_abi
 
 COMMENT_WIDTH = 116
 
@@ -36,20 +38,16 @@ class SourceGiven:
     folder: Path | None = None
 
 
-def _comment(text: object) -> str:
-    return one_line(str(text))
-
-
 def _why(guess: Guess[Any]) -> str:
     decide = f" — DECIDE: {guess.decide}" if guess.decide else ""
-    return _comment(f"{guess.read_from}{decide}")
+    return yaml_comment(f"{guess.read_from}{decide}")
 
 
 def _block(text: object, first: str) -> str:
     """A comment wrapped to the recipe's width: `first` before its first line, as much room before the rest."""
     rest = re.sub(r"[^#\s]", " ", first)
     lines = textwrap.wrap(
-        _comment(text),
+        yaml_comment(text),
         COMMENT_WIDTH,
         initial_indent=first,
         subsequent_indent=rest,
@@ -59,15 +57,17 @@ def _block(text: object, first: str) -> str:
     return "\n".join(lines) or first.rstrip()
 
 
-def _yaml(value: object) -> str:
-    dumped = yaml.safe_dump(value, default_flow_style=True, width=10**6, allow_unicode=False, sort_keys=False)
-    return dumped.removesuffix("\n").removesuffix("\n...").strip()
-
-
+@cache
 def _template(root: Path) -> jinja2.Template:
-    # Every value passes the yaml filter, every comment the comment, why or block filter.
-    filters: Filters = {"yaml": _yaml, "comment": _comment, "why": _why, "block": _block}
+    # Every value passes the yaml filter (yaml_scalar), every comment the comment, why or block filter
+    # (yaml_comment).
+    filters: Filters = {"yaml": yaml_scalar, "comment": yaml_comment, "why": _why, "block": _block}
     return template_environment(root, filters, trim=True).get_template("recipe.yaml.j2")
+
+
+def rendered_draft(root: Path, context: dict[str, object]) -> str:
+    """templates/recipe.yaml.j2 rendered from a draft's context, compiled once a process."""
+    return _template(root).render(**context)
 
 
 def _source(given: SourceGiven, root: Path) -> tuple[dict[str, str], str, Path, str]:
@@ -81,33 +81,55 @@ def _source(given: SourceGiven, root: Path) -> tuple[dict[str, str], str, Path, 
                 "recipes/<name>/<folder> — move it there, or give its sdist (NAME==VERSION) or git commit"
             )
         recipe_dir = recipes / tree.relative_to(recipes).parts[0]
-        _refuse_existing(recipe_dir / "recipe.yaml", root)
+        _refuse_existing(recipe_dir.name, root)
         relative = tree.relative_to(recipe_dir)
         return {"path": relative.as_posix()}, "a folder inside the recipe's folder", tree, f"the folder {relative}"
     if given.git:
+        _check_git(given)
         tree = source_tree(GitSource(git=given.git, rev=given.rev), root)
         return {"git": given.git, "rev": given.rev}, "the commit given", tree, f"{shown(given.git)} at {given.rev[:12]}"
     project, _, version = given.sdist.partition("==")
-    pinned, sha256, tree = pin_sdist(project.strip(), version.strip() or None)
+    pinned, sha256, tree = pin_sdist(checked_name(project.strip(), "the sdist's name"), version.strip() or None)
     where = "the sha256 of the archive the package index serves"
     return {"sdist": pinned, "sha256": sha256}, where, tree, f"its sdist {shown(pinned)}"
+
+
+def _check_git(given: SourceGiven) -> None:
+    """--git and --rev, checked as a recipe's git source is, before git sees them."""
+    why = git_url_problem(given.git)
+    if why:
+        raise UserError(f"--git {shown(given.git)}: {why} — e.g. https://github.com/owner/repo.git")
+    why = commit_problem(given.rev)
+    if why:
+        raise UserError(f"--rev {shown(given.rev)}: {why}")
+
+
+def _identity(tree: Path, origin: str) -> dict[str, Guess[str]]:
+    """The source's name and version (and summary), the name one a recipe's folder can carry."""
+    found = identity(tree)
+    if "name" not in found or "version" not in found:
+        missing = " and ".join(f for f in ("name", "version") if f not in found)
+        raise UserError(f"{origin}: its {missing} could not be read (no PKG-INFO, [project] or setup() literal)")
+    checked_name(found["name"].value, f"{origin}: the name read from {found['name'].read_from},")
+    return found
 
 
 def draft_context(
     tree: Path, source: dict[str, str], source_read_from: str, origin: str
 ) -> tuple[str, dict[str, object], list[str]]:
     """(the recipe's name, what templates/recipe.yaml.j2 renders, the notes), read from the source tree."""
-    found = identity(tree)
-    if "name" not in found or "version" not in found:
-        missing = " and ".join(f for f in ("name", "version") if f not in found)
-        raise UserError(f"{origin}: its {missing} could not be read (no PKG-INFO, [project] or setup() literal)")
-    packages = import_packages(tree, found["name"].value)
+    files = SourceTree(tree)
+    # The metadata's readers (source_metadata.py) pass over a file they cannot read or parse: the notes name it.
+    files.toml("pyproject.toml")
+    files.data("PKG-INFO")
+    found = _identity(tree, origin)
+    packages = import_packages(files, found["name"].value)
     if not packages.value:
         packages = Guess([found["name"].value.replace("-", "_")], "the project's name", "name the import package")
-    build = read_cuda_build(tree)
-    at_import = ctypes_at_import(tree, packages.value[0])
+    build = read_cuda_build(files)
+    at_import = ctypes_at_import(files, packages.value[0])
     environment = _environment(build)
-    abi = wheel_abi(tree)
+    abi = wheel_abi(files)
     context = {
         "origin": origin,
         "name": found["name"],
@@ -126,13 +148,13 @@ def draft_context(
         "environment": environment,
         "dependencies": requirements(tree),
         "cuda_at_import": at_import,
-        "notes": build.notes,
+        "notes": [*files.notes, *build.notes],
         "first_major": 13 if build.torch else 12,
         "first_python": "3.12",
         # A wheel with extension modules: each may link no CUDA library until the report shows what it links.
         "modules": {} if abi is not None and abi.value == "none" else {"*": []},
     }
-    return found["name"].value, context, build.notes
+    return found["name"].value, context, [*files.notes, *build.notes]
 
 
 def _components(build: CudaBuild) -> dict[str, str]:
@@ -160,22 +182,24 @@ def _environment(build: CudaBuild) -> dict[str, Guess[str]]:
     return environment
 
 
-def _refuse_existing(target: Path, root: Path) -> None:
-    if target.exists():
-        name = target.parent.name
-        raise UserError(
-            f"{target.relative_to(root)} exists — `nox -s recipe -- --from-report dist/report.json --recipe {name}` "
-            "completes it; delete it to draft afresh"
-        )
+def _refuse_existing(name: str, root: Path) -> None:
+    """One recipe a distribution: none is drafted where recipes/ has one of a name PyPI folds to the same."""
+    recipes = root / "recipes"
+    for folder in sorted(recipes.iterdir()) if recipes.is_dir() else []:
+        recipe = folder / "recipe.yaml"
+        if canonicalize_name(folder.name) == canonicalize_name(name) and (recipe.exists() or recipe.is_symlink()):
+            same = "" if folder.name == name else f" (of {shown(name)}: names compare as PyPI folds them)"
+            raise UserError(
+                f"recipes/{shown(folder.name)}/recipe.yaml exists{same} — `nox -s recipe -- --from-report "
+                f"dist/report.json --recipe {shown(folder.name)}` completes it; delete it to draft afresh"
+            )
 
 
 def draft_recipe(given: SourceGiven, root: Path) -> tuple[Path, list[str]]:
     """Draft recipes/<name>/recipe.yaml; (its path, the notes the user must read). The draft is checked as
-    `nox -s render` checks a recipe before it is put in place; an existing recipe is never overwritten."""
+    `nox -s render` checks a recipe before it is put in place; an existing recipe is never overwritten, nor one
+    drafted beside it under another spelling of its name."""
     source, read_from, tree, origin = _source(given, root)
     name, context, notes = draft_context(tree, source, read_from, origin)
-    target = root / "recipes" / name / "recipe.yaml"
-    _refuse_existing(target, root)
-    text = _template(root).render(**context)
-    write_checked(text, target.parent, root)
-    return target, notes
+    _refuse_existing(name, root)
+    return write_checked(rendered_draft(root, context), name, root), notes

@@ -2,28 +2,31 @@
 version and summary, its import packages, the wheel tag its build asks for, its requirements, and whether
 importing it opens a library with ctypes.
 
-Every answer is a Guess that names where it was read, for the draft's comment. The source is untrusted: files are
-read within a size bound, a tree walk within a count, and what is quoted from them is escaped where it is shown.
+Every answer is a Guess that names where it was read, for the draft's comment. The source is untrusted: its files
+are read through untrusted/trees.py (regular files inside it, within a size bound, parsed within a depth bound), a
+walk within a count and never through a link, and what is quoted from them is escaped where it is shown.
 """
 
 from __future__ import annotations
 
 import ast
 import configparser
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Generic, TypeVar
 
 from packaging.utils import canonicalize_name
 
+from ..errors import BadBytes
 from ..source_metadata import pkg_info, setup_keywords, source_project, source_pyproject, source_requirements
 from ..sources import PACKAGE_ROOTS, package_dir
+from ..untrusted.shown import shown
+from ..untrusted.trees import Lines, parse_python, parse_toml, read_inside, walk
 
 T = TypeVar("T")
-MAX_TEXT = 2 * 1024 * 1024  # a build file larger than this is not read (no real one comes near)
-MAX_FILES = 20_000  # files looked at in one walk of a tree
 # Folders no package's own build files live in: tools' and builds' output, and the projects it vendors (whose
 # CUDA options and targets are theirs: LightGBM's external_libs/nanoarrow has an option WITH_CUDA).
 SKIPPED = frozenset(
@@ -40,41 +43,56 @@ class Guess(Generic[T]):
     decide: str = ""  # what the user must still decide, said in the draft's comment
 
 
-def text_of(path: Path) -> str:
-    """A file's text, undecodable bytes replaced; empty for a file that is missing, a link, or too large."""
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_TEXT:
-            return ""
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+@dataclass
+class SourceTree:
+    """A source's files, read through the bounded, link-refusing layer (untrusted/trees.py). A file that cannot
+    be read or parsed is named once in `notes` — the draft's first lines and the terminal say it — never skipped
+    without a word."""
+
+    root: Path
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def noted(self, refused: BadBytes) -> None:
+        note = f"{refused} — nothing was read from it"
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def data(self, relative: str | PurePosixPath) -> bytes:
+        """The file's bytes; empty where the source has none or it was refused (and noted)."""
+        try:
+            return read_inside(self.root, relative) or b""
+        except BadBytes as refused:
+            self.noted(refused)
+            return b""
+
+    def text(self, relative: str | PurePosixPath) -> str:
+        return self.data(relative).decode("utf-8", errors="replace")
+
+    def python(self, relative: str | PurePosixPath) -> ast.Module | None:
+        """The file's syntax tree; None where the source has none or it does not parse (noted)."""
+        data = self.data(relative)
+        try:
+            return parse_python(data, PurePosixPath(relative).as_posix()) if data else None
+        except BadBytes as refused:
+            self.noted(refused)
+            return None
+
+    def toml(self, relative: str) -> dict[str, Any]:
+        """The file parsed; empty where the source has none or it is not TOML (noted)."""
+        data = self.data(relative)
+        try:
+            return parse_toml(data, relative) if data else {}
+        except BadBytes as refused:
+            self.noted(refused)
+            return {}
 
 
 def files_named(tree: Path, match: re.Pattern[str]) -> Iterator[Path]:
-    """The files under `tree` whose name matches, shallowest first, within MAX_FILES looked at; links are not
-    followed out of the tree."""
-    seen = 0
-    level = [tree]
-    while level and seen < MAX_FILES:
-        following: list[Path] = []
-        for folder in level:
-            try:
-                entries = sorted(folder.iterdir())
-            except OSError:
-                continue
-            for entry in entries:
-                seen += 1
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir() and entry.name not in SKIPPED:
-                    following.append(entry)
-                elif entry.is_file() and match.fullmatch(entry.name):
-                    yield entry
-        level = following
-
-
-def line_of(text: str, at: int) -> int:
-    return text.count("\n", 0, at) + 1
+    """The files under `tree` whose name matches, shallowest first (a link among them too, which reading it then
+    refuses and notes); no link is followed out of the tree."""
+    for entry in walk(tree, lambda folder: folder.name in SKIPPED):
+        if match.fullmatch(entry.name) and (entry.is_symlink() or entry.is_file()):
+            yield entry
 
 
 def table(data: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -118,10 +136,11 @@ def _top_level(names: object) -> list[str]:
     return list(dict.fromkeys(str(n).split(".")[0] for n in names if isinstance(n, str) and n))
 
 
-def _declared_packages(tree: Path) -> Guess[list[str]] | None:
+def _declared_packages(source: SourceTree) -> Guess[list[str]] | None:
     """The import packages the build configuration names: scikit-build-core's or hatchling's wheel.packages (a
     folder each; its last part is the import name), setuptools' packages or py_modules (pyproject, setup.cfg,
     setup()'s literal)."""
+    tree = source.root
     data = source_pyproject(tree)
     skbuild = table(data, "tool", "scikit-build", "wheel").get("packages")
     if isinstance(skbuild, list) and skbuild:
@@ -137,8 +156,9 @@ def _declared_packages(tree: Path) -> Guess[list[str]] | None:
             return Guess(_top_level(setuptools.get(key)), f"pyproject.toml [tool.setuptools] {key}")
     config = configparser.ConfigParser(interpolation=None)
     try:
-        config.read_string(text_of(tree / "setup.cfg"))
-    except configparser.Error:
+        config.read_string(source.text("setup.cfg"))
+    except configparser.Error as exc:
+        source.noted(BadBytes(f"setup.cfg: not an INI file ({shown(exc.message)})"))
         config = configparser.ConfigParser(interpolation=None)
     for key in ("packages", "py_modules"):
         listed = config.get("options", key, fallback="").split()
@@ -151,9 +171,10 @@ def _declared_packages(tree: Path) -> Guess[list[str]] | None:
     return None
 
 
-def import_packages(tree: Path, name: str) -> Guess[list[str]]:
+def import_packages(source: SourceTree, name: str) -> Guess[list[str]]:
     """The top-level import packages the wheel installs, the one named like the project first."""
-    declared = _declared_packages(tree)
+    tree = source.root
+    declared = _declared_packages(source)
     if declared is None:
         found = [
             d.name
@@ -169,18 +190,18 @@ def import_packages(tree: Path, name: str) -> Guess[list[str]]:
     return Guess(ordered, declared.read_from, declared.decide)
 
 
-def wheel_abi(tree: Path) -> Guess[str] | None:
+def wheel_abi(source: SourceTree) -> Guess[str] | None:
     """What the source asks its wheel's tag to say of Python: none (py3-none: no extension module) or abi3."""
-    api = table(source_pyproject(tree), "tool", "scikit-build", "wheel").get("py-api")
+    api = table(source_pyproject(source.root), "tool", "scikit-build", "wheel").get("py-api")
     if isinstance(api, str) and api.startswith("py3"):
         return Guess("none", "pyproject.toml [tool.scikit-build] wheel.py-api")
     if isinstance(api, str) and api.startswith("cp3"):
         return Guess("abi3", "pyproject.toml [tool.scikit-build] wheel.py-api")
     for file in ("setup.py", "setup.cfg"):
-        text = text_of(tree / file)
+        text = source.text(file)
         match = re.search(r"py_limited_api\s*[=:]\s*(True|['\"]?cp3\d+)", text)
         if match:
-            return Guess("abi3", f"{file}:{line_of(text, match.start())} py_limited_api")
+            return Guess("abi3", f"{file}:{Lines(text).of(match.start())} py_limited_api")
     return None
 
 
@@ -197,9 +218,10 @@ def requirements(tree: Path) -> Guess[list[str]] | None:
 _LOADERS = re.compile(r"\b(CDLL|WinDLL|PyDLL|LoadLibrary|load_library)\s*\(")
 
 
-def ctypes_at_import(tree: Path, package: str) -> Guess[bool] | None:
+def ctypes_at_import(source: SourceTree, package: str) -> Guess[bool] | None:
     """Whether `import package` loads a library with ctypes: a module-level call of a ctypes loader in the
     package's __init__.py or in a module of the package it imports at module level (followed as far as they go)."""
+    tree = source.root
     folder = package_dir(tree, package)
     if folder is None:
         return None
@@ -210,9 +232,8 @@ def ctypes_at_import(tree: Path, package: str) -> Guess[bool] | None:
         if path in done or not path.is_file():
             continue
         done.add(path)
-        try:
-            module = ast.parse(text_of(path))
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
+        module = source.python(path.relative_to(tree).as_posix())
+        if module is None:
             continue
         for node in _module_level(module.body):
             if isinstance(node, ast.Import | ast.ImportFrom):

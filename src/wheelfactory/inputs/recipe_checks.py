@@ -21,7 +21,7 @@ from ..pytorch.stable_abi import STABLE_ABI_SINCE
 from ..untrusted.shown import shown
 from .matrix import Matrix
 from .recipe import DRIVER, GitSource, PathSource, Recipe, SdistSource, UrlSource
-from .references import git_url_problem
+from .references import commit_problem, git_url_problem
 from .validation import MISSING_HINTS, Loaded, did_you_mean, display, validate_leniently
 from .yamlsource import Loc, SourceMap
 
@@ -880,7 +880,8 @@ def _check_source(
     why = git_url_problem(source.git)
     if why:
         problems.append(src.problem((*where, "git"), f"{source.git!r}: {why} — e.g. https://github.com/owner/repo.git"))
-    return problems + _hex_pin(source.rev, "rev", 40, src, where)
+    why = commit_problem(source.rev)
+    return problems + ([src.problem((*where, "rev"), why)] if why else [])
 
 
 def _check_extra_sources(recipe: Recipe, src: SourceMap, recipe_dir: Path) -> list[Problem]:

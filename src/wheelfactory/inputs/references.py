@@ -28,6 +28,8 @@ _USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", re.ASCII)
 # A path of a repository: no option-like or control characters, nothing a shell or git would read as syntax.
 _REPO_PATH_RE = re.compile(r"^[A-Za-z0-9._~/+-]+$", re.ASCII)
 _SCP_RE = re.compile(r"^(?P<user>[^@/:]+)@(?P<host>[^:/]+):(?P<path>[^:].*)$")
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}", re.ASCII)
+COMMIT_HINT = "a git source needs rev: a full 40-digit commit SHA (tags and branches move)"
 
 
 def image_problem(value: str) -> str | None:
@@ -100,3 +102,9 @@ def git_url_problem(value: str) -> str | None:
     if not path.strip("/") or not _REPO_PATH_RE.match(path) or any(p.startswith("-") for p in path.split("/")):
         return "the repository path may hold only letters, digits and . _ ~ / + -"
     return None
+
+
+def commit_problem(value: str) -> str | None:
+    """What is wrong with a git source's rev, if anything: it is a full commit SHA, 40 lowercase hex digits —
+    nothing a branch or tag could move, nor a path."""
+    return None if _COMMIT_RE.fullmatch(value) else COMMIT_HINT

@@ -14,6 +14,7 @@ from pydantic_core import PydanticCustomError
 
 from ..errors import InputError, Problem
 from . import yamlsource
+from .references import COMMIT_HINT
 from .yamlsource import Loc, SourceMap
 
 _VERSION_RE = re.compile(r"^\d+\.\d+$")
@@ -60,7 +61,7 @@ class Loaded(Generic[T]):
 # What to say when a required key is missing, where a plain "add it" says too little.
 MISSING_HINTS = {
     "sha256": "an sdist source needs sha256: the 64 lowercase hex digits of the archive",
-    "rev": "a git source needs rev: a full 40-digit commit SHA (tags and branches move)",
+    "rev": COMMIT_HINT,
 }
 
 

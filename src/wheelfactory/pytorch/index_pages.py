@@ -11,7 +11,9 @@ target on: PyPI's one wheel serves them all, and it gets no label and no page.
 The pages are written again, whole, from the labelled wheels in the folder (dist/ after a build; the verified
 wheels of a release). Nothing read is trusted: a wheel must lie in the folder of a torch its distribution is built
 against, carry that torch's label and require exactly that release; names are parsed before they become paths or
-links, every text is escaped, and each link's sha256 is the file's own.
+links, every text is HTML-escaped (`html.escape`), and each link's sha256 is the file's own. The folder is walked
+and written through no link (untrusted/trees.py): a link in it stops the pages, so that none is written, and no
+stale one removed, outside it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import html
 import re
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -32,6 +34,7 @@ from ..inputs import TorchRelease
 from ..sbom.document import relabel
 from ..untrusted.archives import sha256
 from ..untrusted.shown import shown
+from ..untrusted.trees import folder_inside, walk
 
 INDEX_DIR = "torch-index"
 PAGE = "index.html"
@@ -83,10 +86,10 @@ def _labelled_copy(wheel: Path, torch: TorchRelease, folder: Path, scratch: Path
     (info / "METADATA").write_text(head + blank + body, encoding="utf-8")
     relabel(tree, labelled, lambda member: _renamed(member, f"{prefix}-{version}", f"{prefix}-{labelled}"))
     packed = pack(tree, scratch)
-    target = folder / labelled_place(wheel.name, torch)
-    if packed.name != target.name:  # wheel's packer names the file from what the tree says
-        raise BadBytes(f"{shown(wheel.name)}: labelled, it packed as {shown(packed.name)}, not {shown(target.name)}")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    place = PurePosixPath(labelled_place(wheel.name, torch))
+    if packed.name != place.name:  # wheel's packer names the file from what the tree says
+        raise BadBytes(f"{shown(wheel.name)}: labelled, it packed as {shown(packed.name)}, not {shown(place.name)}")
+    target = folder_inside(folder, *place.parent.parts) / place.name  # through no link the folder holds
     host.place(packed, target)
     return target
 
@@ -145,18 +148,38 @@ def _file_link(wheel: Path) -> str:
     return f'<a href="{html.escape(href, quote=True)}"{attribute}>{html.escape(wheel.name)}</a>'
 
 
-def labelled_wheels(folder: Path) -> list[Path]:
-    """The wheels under <folder>/torch-index/<index>/<project>/, plain files only."""
+def _listing(folder: Path) -> tuple[list[Path], list[Path], list[str]]:
+    """(the wheels under <folder>/torch-index/<index>/<project>/, the pages there, what lies there that no page
+    may be read or written through: a link anywhere, the folder's own included). Links are never followed."""
     root = folder / INDEX_DIR
-    return sorted(w for w in root.glob("*/*/*.whl") if w.is_file() and not w.is_symlink())
+    if root.is_symlink():
+        return [], [], [f"{INDEX_DIR} is a link"]
+    wheels, pages, links = [], [], []
+    for entry in walk(root):
+        depth = len(entry.relative_to(root).parts)
+        if entry.is_symlink():
+            links.append(f"{shown(entry.relative_to(folder).as_posix())} is a link")
+        elif depth == 3 and entry.suffix == ".whl" and entry.is_file():
+            wheels.append(entry)
+        elif depth in (2, 3) and entry.name == PAGE and entry.is_file():
+            pages.append(entry)
+    return sorted(wheels), pages, links
+
+
+def labelled_wheels(folder: Path) -> list[Path]:
+    """The wheels under <folder>/torch-index/<index>/<project>/, plain files reached through no link."""
+    return _listing(folder)[0]
 
 
 def write_torch_indexes(folder: Path, torches_of: TorchesOf) -> list[str]:
     """Write the pages of <folder>/torch-index/ again from the labelled wheels there (`torches_of`: the torch
     releases a distribution is built against): the index names written. A wheel that does not belong where it
-    lies stops it before any page is written."""
-    wheels = labelled_wheels(folder)
+    lies, or a link in the folder (which a page would be written, or a stale one removed, through), stops it
+    before any page is written."""
+    wheels, pages, links = _listing(folder)
     problems = [f"{shown(w.relative_to(folder).as_posix())} {why}" for w in wheels if (why := _checked(w, torches_of))]
+    if links:
+        problems.append(f"{', '.join(links)} — nothing is written through a link: remove it")
     if problems:
         raise UserError("\n".join(problems) + "\n— build them again, or remove them from the folder")
     indexes: dict[str, dict[str, list[Path]]] = {}
@@ -172,7 +195,7 @@ def write_torch_indexes(folder: Path, torches_of: TorchesOf) -> list[str]:
             page = _page(f"Links for {project}", [_file_link(w) for w in found])
             host.write_atomically(root / project / PAGE, page)
             written.add(root / project / PAGE)
-    for stale in set((folder / INDEX_DIR).glob(f"*/{PAGE}")) | set((folder / INDEX_DIR).glob(f"*/*/{PAGE}")):
+    for stale in pages:
         if stale not in written:
             stale.unlink()  # the page of wheels no longer there
     return sorted(indexes)
