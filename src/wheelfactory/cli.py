@@ -13,6 +13,8 @@ from typing import Any, get_args
 from .components import OS, operating_system, platforms
 from .errors import EXIT_INPUT, EXIT_TOOL, BadBytes, InputError, ToolFailure, UserError
 from .host import machine as host_machine
+from .host import write_atomically
+from .inputs.matrix import PYPI
 from .inputs.references import image_problem
 from .plan import make_plan
 from .progress import console
@@ -238,6 +240,36 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_facts(args: argparse.Namespace) -> int:
+    """What the index says that the data files lack, as a diff with each fact's source; --write applies it
+    (measuring new toolkits from their wheels), --check exits 1 when anything is behind."""
+    from .facts.world import read  # the index readers load only for this command
+
+    root = _root(args)
+    findings = read(root, args.index, measured=args.write)
+    diff = findings.diff()
+    print(one_line_each(diff), end="")
+    for source in findings.sources:
+        console.print(f"read: {one_line(source)}", markup=False)
+    for item in findings.to_fill:
+        console.print(f"to fill by a person: {one_line(item)}", markup=False)
+    if args.write:
+        for relative, text in findings.files.changed().items():
+            write_atomically(root / relative, text)
+        console.print(f"wrote {len(findings.files.changed())} file(s)" if diff else "the data files are up to date")
+        return 0
+    if diff:
+        console.print("the data files are behind the index — run `nox -s facts -- --write` and commit the result")
+        return 1 if args.check else 0
+    console.print("the data files are up to date with the index")
+    return 0
+
+
+def one_line_each(text: str) -> str:
+    """A diff of text read from the index, each of its lines made safe for a CI log."""
+    return "".join(one_line(line.rstrip("\n")) + "\n" for line in text.splitlines())
+
+
 def _image(value: str) -> str:
     """--image: a container image reference, never anything the engine could take for more."""
     why = image_problem(value)
@@ -344,6 +376,13 @@ def parser() -> argparse.ArgumentParser:
     recipe.add_argument("--from-report", help="complete a recipe from this report (dist/report.json)")
     recipe.add_argument("--recipe", help="with --from-report: the recipe it completes")
     recipe.set_defaults(run=cmd_recipe)
+
+    facts = sub.add_parser("facts", help="what the package index says that the data files lack, as a diff")
+    facts.add_argument("--index", default=PYPI, help="the PEP 691 index to read (default: PyPI)")
+    mode = facts.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="apply the diff (measuring new toolkits' wheels)")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the data files are behind the index")
+    facts.set_defaults(run=cmd_facts)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
     image.add_argument(
