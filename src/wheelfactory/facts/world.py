@@ -12,7 +12,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap
 from packaging.version import Version
 
-from ..components import platforms
+from ..components import gpu_generations, platforms
 from .cpython import cibuildwheel_pythons, pinned_cibuildwheel
 from .data_files import DATA, MATRIX, DataFiles, add_under, flow, insert_newest_first, quoted
 from .toolkits import DRIVER_SOURCE, NewToolkit, component_versions, measure, new_toolkits
@@ -74,6 +74,8 @@ def _add_toolkit(findings: Findings, toolkit: NewToolkit, nccl: str | None) -> N
         components[name]["majors"][toolkit.major]["versions"][quoted(toolkit.release)] = quoted(spec)
     findings.sources += [f"CUDA {toolkit.release}: {source}" for source in sources]
     findings.to_fill.append(f"CUDA {toolkit.release} driver (toolkits.yaml): {DRIVER_SOURCE}")
+    unnamed = sorted(set(archs or []) - set(gpu_generations()))
+    findings.to_fill += [f"sm_{arch}'s GPUs (gpus.yaml), first listed by CUDA {toolkit.release}" for arch in unnamed]
 
 
 def _train(findings: Findings, index: str, known: set[str]) -> str | None:
