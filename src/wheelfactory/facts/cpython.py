@@ -29,7 +29,7 @@ def pinned_cibuildwheel(root: Path) -> str:
 def cibuildwheel_pythons(index: str, version: str) -> tuple[list[str], str]:
     """The CPython releases ("3.15") that cibuildwheel `version` builds on every Linux platform of the factory
     (free-threaded builds aside), oldest first, and where that was read."""
-    (wheel, *_) = [w for w in wheels(index, CIBUILDWHEEL) if str(w.version) == version] or [None]
+    wheel = next((w for w in wheels(index, CIBUILDWHEEL) if str(w.version) == version), None)
     if wheel is None:
         raise UserError(f"cibuildwheel {version} (constraints.txt) is not on {index}")
     with tempfile.TemporaryDirectory() as scratch:

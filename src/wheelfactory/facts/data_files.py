@@ -31,9 +31,7 @@ def quoted(value: Any) -> Any:
 
 def flow(items: list[Any] | dict[str, Any]) -> CommentedSeq | CommentedMap:
     """A list or mapping written on one line, as the data files write them."""
-    made: CommentedSeq | CommentedMap = (
-        CommentedSeq(items) if isinstance(items, list) else CommentedMap(items)
-    )
+    made: CommentedSeq | CommentedMap = CommentedSeq(items) if isinstance(items, list) else CommentedMap(items)
     made.fa.set_flow_style()
     return made
 
@@ -90,7 +88,7 @@ def add_under(mapping: CommentedMap, key: str, value: Any) -> None:
         new_holder.ca.items[new_last] = trailing
 
 
-def insert_newest_first(entries: CommentedSeq, value: CommentedMap, newer_than: Any) -> None:
+def insert_newest_first(entries: CommentedSeq, value: Any, newer_than: Any) -> None:
     """`value` placed in a newest-first list before the first entry it is newer than (`newer_than(entry)`)."""
     position = next((i for i, entry in enumerate(entries) if newer_than(entry)), len(entries))
     entries.insert(position, value)

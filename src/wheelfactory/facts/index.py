@@ -53,7 +53,11 @@ def _get(url: str) -> bytes:
 def _wheel(page: str, entry: object) -> Wheel | None:
     """The wheel an entry of a PEP 691 page describes; None for an sdist, a yanked file or a name that is no
     wheel's. An entry without its filename or url is refused (BadBytes naming the page)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str) or not isinstance(entry.get("url"), str):
+    if (
+        not isinstance(entry, dict)
+        or not isinstance(entry.get("filename"), str)
+        or not isinstance(entry.get("url"), str)
+    ):
         raise BadBytes(f"{shown(page)}: a file entry without a filename or url — refused")
     name, url = entry["filename"], urljoin(page, entry["url"])
     if entry.get("yanked") or not name.endswith(".whl") or urlsplit(url).scheme not in ("https", "http", "file"):
@@ -102,7 +106,9 @@ def metadata(wheel: Wheel) -> Message:
         try:
             body, _ = archives.read_page(wheel.metadata_url)
         except (urllib.error.URLError, OSError) as exc:
-            raise ToolFailure(f"cannot read {shown(wheel.metadata_url)}: {shown(getattr(exc, 'reason', exc))}") from None
+            raise ToolFailure(
+                f"cannot read {shown(wheel.metadata_url)}: {shown(getattr(exc, 'reason', exc))}"
+            ) from None
     elif wheel.size is not None:
         body = remote_metadata(wheel.url, wheel.size, MAX_METADATA_BYTES)
     else:

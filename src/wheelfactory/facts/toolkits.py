@@ -28,7 +28,7 @@ from ..errors import BadBytes, ToolFailure
 from ..host import machine
 from ..untrusted import archives
 from ..untrusted.shown import shown
-from .index import Wheel, finals, metadata, where, wheels
+from .index import Wheel, finals, metadata, wheels, where
 
 META_PACKAGE = "cuda-toolkit"
 MAX_SOURCE_BYTES = 1 << 20  # host_config.h is 11 KiB
@@ -93,8 +93,7 @@ def new_toolkits(index: str) -> list[NewToolkit]:
         for release, nvccs in by_minor.items():
             toolkit = NewToolkit(release, major, index, nvccs)
             toolkit.sources.append(
-                f"{entry.distribution} on {index}: "
-                + ", ".join(f"{p} {w.version}" for p, w in sorted(nvccs.items()))
+                f"{entry.distribution} on {index}: " + ", ".join(f"{p} {w.version}" for p, w in sorted(nvccs.items()))
             )
             found.append(toolkit)
     for toolkit in found:

@@ -12,7 +12,7 @@ from packaging.version import Version
 
 from ..errors import BadBytes
 from ..untrusted.shown import shown
-from .index import finals, metadata, where, wheels
+from .index import finals, metadata, wheels, where
 
 TORCH = "torch"
 META_PACKAGE = canonicalize_name("cuda-toolkit")

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap
 from packaging.version import Version
+from ruamel.yaml.comments import CommentedMap
 
 from ..components import gpu_generations, platforms
 from .cpython import cibuildwheel_pythons, pinned_cibuildwheel
@@ -29,7 +29,9 @@ class Findings:
 
     def diff(self) -> str:
         return "".join(
-            "".join(difflib.unified_diff(self.files.before[p].splitlines(True), text.splitlines(True), f"a/{p}", f"b/{p}"))
+            "".join(
+                difflib.unified_diff(self.files.before[p].splitlines(True), text.splitlines(True), f"a/{p}", f"b/{p}")
+            )
             for p, text in sorted(self.files.changed().items())
         )
 
@@ -39,11 +41,13 @@ def _toolkit_entry(toolkit: NewToolkit, previous: dict[str, Any], archs: list[in
     (as far as its nvcc compiles them), the driver left for a person."""
     measured = toolkit.measured
     keep = [a for a in previous["cuda_archs"] if archs is None or a in archs]
-    entry = CommentedMap({
-        "ptx_isa": quoted(measured.ptx_isa if measured else NOT_MEASURED),
-        "to_fill": {"driver": quoted(DRIVER_SOURCE)},
-        "cuda_archs": flow(keep),
-    })
+    entry = CommentedMap(
+        {
+            "ptx_isa": quoted(measured.ptx_isa if measured else NOT_MEASURED),
+            "to_fill": {"driver": quoted(DRIVER_SOURCE)},
+            "cuda_archs": flow(keep),
+        }
+    )
     if "platform_archs" in previous:
         entry["platform_archs"] = CommentedMap(
             {p: flow([a for a in ds if archs is None or a in archs]) for p, ds in previous["platform_archs"].items()}
@@ -61,7 +65,11 @@ def _add_toolkit(findings: Findings, toolkit: NewToolkit, nccl: str | None) -> N
     previous = releases[max((r for r in releases if r.startswith(f"{toolkit.major}.")), key=Version)]
     archs = toolkit.measured.archs if toolkit.measured else None
     sources = [*toolkit.sources, toolkit.measured.source if toolkit.measured else NOT_MEASURED]
-    note = ["Read by `nox -s facts` from the index:", *sources, f"cuda_archs as {toolkit.major}'s newest release before"]
+    note = [
+        "Read by `nox -s facts` from the index:",
+        *sources,
+        f"cuda_archs as {toolkit.major}'s newest release before",
+    ]
     add_under(releases, toolkit.release, _toolkit_entry(toolkit, previous, archs))
     files.notes[DATA / "toolkits.yaml", f'  "{toolkit.release}":\n'] = note
     if archs is not None:

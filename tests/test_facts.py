@@ -1,0 +1,158 @@
+"""`nox -s facts`: what the package index says that the data files lack. A recorded index (tests/facts_index/: PEP
+691 pages and PEP 658 metadata files, shaped as PyPI serves them) in which CUDA 13.6, torch 2.16 and CPython 3.16
+appear is served on loopback and read as the live one is; the toolkit entries the command wrote against PyPI are
+checked against values read by hand off NVIDIA's wheels (unzip, ptxas --list-version, nvcc --list-gpu-code,
+grep of crt/host_config.h), not against the command itself."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.version import Version
+
+from wheelfactory.cli import main
+from wheelfactory.components import toolkit_table
+from wheelfactory.facts.index import ACCEPT, wheels
+from wheelfactory.facts.toolkits import NewToolkit, host_limits, measure, newest_isa, specifier
+
+from .conftest import REPO, Quiet, serving
+
+RECORDED = Path(__file__).parent / "facts_index"
+EXPECTED = RECORDED / "expected.diff"
+
+# Read by hand on 2026-11-28 from PyPI's wheels (x86_64): `ptxas --list-version | tail -1` and
+# `nvcc --list-gpu-code` of nvidia-cuda-nvcc, `grep -n "__GNUC__ >\|_MSC_VER >=" crt/host_config.h` of
+# nvidia-cuda-crt (13.3.73: `#if __GNUC__ > 15`, 13.4.92 and 13.5.37: `> 16`; all `_MSC_VER >= 1960`).
+BY_HAND = {
+    "13.3": ("9.3", 15, "14.59", [75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121]),
+    "13.4": ("9.4", 16, "14.59", [75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121]),
+    "13.5": ("9.5", 16, "14.59", [75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121]),
+}
+
+
+class PEP691(Quiet):
+    """The recorded index: every page PEP 691 JSON, as PyPI answers an Accept of it."""
+
+    def guess_type(self, path: str | object) -> str:
+        return "application/octet-stream" if str(path).endswith((".metadata", ".whl")) else ACCEPT
+
+
+def _cibuildwheel(index: Path) -> None:
+    """cibuildwheel 4.3.3's page and a wheel of it that also builds CPython 3.16 (its build-platforms.toml)."""
+    (index / "files").mkdir(exist_ok=True)
+    name = "cibuildwheel-4.3.3-py3-none-any.whl"
+    lines = [
+        f'  {{ identifier = "cp3{minor}-manylinux_{arch}", version = "3.{minor}" }},'
+        for minor in (14, 15, 16)
+        for arch in ("x86_64", "aarch64")
+    ]
+    with zipfile.ZipFile(index / "files" / name, "w") as whl:
+        whl.writestr(
+            "cibuildwheel/resources/build-platforms.toml",
+            "[linux]\npython_configurations = [\n" + "\n".join(lines) + "\n]\n",
+        )
+    (index / "cibuildwheel").mkdir()
+    entry = {"filename": name, "url": f"../../files/{name}", "size": 300, "yanked": False}
+    page = {"meta": {"api-version": "1.1"}, "name": "cibuildwheel", "files": [entry]}
+    (index / "cibuildwheel" / "index.html").write_text(json.dumps(page))
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    index = tmp_path / "index"
+    shutil.copytree(RECORDED, index)
+    _cibuildwheel(index)
+    return index
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """The checkout's data files, matrix and constraints, as the command reads and writes them."""
+    copy = tmp_path / "root"
+    shutil.copytree(REPO / "src/wheelfactory/data", copy / "src/wheelfactory/data")
+    for name in ("matrix.yaml", "constraints.txt"):
+        shutil.copy(REPO / name, copy / name)
+    return copy
+
+
+def test_check_on_a_recorded_index_names_the_new_toolkit_torch_and_python(
+    recorded: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serving(functools.partial(PEP691, directory=str(recorded))) as url:  # type: ignore[arg-type]
+        status = main(["--root", str(root), "facts", "--check", "--index", url])
+        said = capsys.readouterr()
+    assert status == 1
+    assert said.out.replace(url, "INDEX/") == EXPECTED.read_text(encoding="utf-8")
+    out = said.err
+    assert (
+        "read: torch 2.16 built for CUDA 13.4: torch-2.16.0-cp313-cp313-manylinux_2_28_x86_64.whl METADATA (PEP 658)"
+        in out
+    )
+    assert "to fill by a person: CUDA 13.6 driver (toolkits.yaml)" in out
+    assert "run `nox -s facts -- --write`" in out
+    # Nothing was written: --check only says.
+    assert (root / "matrix.yaml").read_text() == (REPO / "matrix.yaml").read_text()
+
+
+def test_the_data_files_are_not_behind_the_recorded_index_once_it_has_nothing_new(
+    recorded: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for page in ("nvidia-cuda-nvcc", "torch"):
+        text = (recorded / page / "index.html").read_text()
+        (recorded / page / "index.html").write_text(text.replace("13.6.10", "13.5.37").replace("2.16.0", "2.15.0"))
+    toml = recorded / "files/cibuildwheel-4.3.3-py3-none-any.whl"
+    with zipfile.ZipFile(toml, "w") as whl:
+        whl.writestr(
+            "cibuildwheel/resources/build-platforms.toml", '"cp315-manylinux_x86_64" "cp315-manylinux_aarch64"'
+        )
+    with serving(functools.partial(PEP691, directory=str(recorded))) as url:  # type: ignore[arg-type]
+        assert main(["--root", str(root), "facts", "--check", "--index", url]) == 0
+    assert "up to date" in capsys.readouterr().err
+
+
+def test_the_pin_rule_gives_the_versions_recorded_by_hand_for_13_2() -> None:
+    """13.2's component versions were read by hand from cuda-toolkit 13.2.0 to 13.2.2 (cuda_components.yaml):
+    the rule the command applies to their pins gives the same specifiers."""
+    assert specifier("13.2", [Version(v) for v in ("13.3.0.5", "13.4.1.3")]) == ">=13.3.0.5,<=13.4.1.3"
+    assert specifier("13.2", [Version(v) for v in ("12.7.9.17", "12.7.10.12")]) == ">=12.7.9.17,<=12.7.10.12"
+    assert specifier("13.2", [Version(v) for v in ("12.2.0.37", "12.2.0.57")]) == "==12.2.0.*"
+    assert specifier("13.2", [Version(v) for v in ("13.2.51", "13.2.86")]) == "==13.2.*"
+
+
+@pytest.mark.parametrize("release", sorted(BY_HAND))
+def test_the_toolkits_the_command_wrote_hold_what_was_read_by_hand(release: str) -> None:
+    ptx_isa, gcc, msvc, archs = BY_HAND[release]
+    entry = toolkit_table().releases[release]
+    assert (entry.ptx_isa, entry.gcc, entry.msvc, list(entry.archs)) == (ptx_isa, gcc, msvc, archs)
+    assert entry.driver is None and "driver" in entry.to_fill  # NVIDIA's release notes say it, no wheel does
+
+
+def test_the_readers_of_the_tools_output() -> None:
+    assert newest_isa("9.3\n9.4\n") == "9.4"
+    header = "#if __GNUC__ > 16\n#error\n#endif\n#if _MSC_VER < 1920 || _MSC_VER >= 1960\n"
+    assert host_limits(header) == (16, "14.59")
+
+
+@pytest.mark.slow
+def test_measuring_the_real_13_5_wheels_gives_the_hand_read_values() -> None:
+    """Downloads nvidia-cuda-nvcc and nvidia-cuda-crt 13.5.37 (about 48 MB) from PyPI and runs their tools."""
+    pypi = "https://pypi.org/simple/"
+    (nvcc,) = [w for w in wheels(pypi, "nvidia-cuda-nvcc") if str(w.version) == "13.5.37" and "x86_64" in w.filename]
+    measured = measure(NewToolkit("13.5", 13, pypi, {"linux-x86_64": nvcc}))
+    assert (measured.ptx_isa, measured.gcc, measured.msvc, measured.archs) == BY_HAND["13.5"]
+
+
+def test_the_daily_workflow_reads_with_read_access_and_proposes_without_running_the_factory() -> None:
+    workflow = yaml.load((REPO / ".github/workflows/facts.yml").read_text(), Loader=yaml.BaseLoader)
+    assert "schedule" in workflow["on"]
+    read, propose = workflow["jobs"]["read"], workflow["jobs"]["propose"]
+    assert read["permissions"] == {"contents": "read"}
+    assert any("nox -s facts -- --write" in step.get("run", "") for step in read["steps"])
+    assert propose["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert not any("nox" in step.get("run", "") or "pip" in step.get("run", "") for step in propose["steps"])
