@@ -54,10 +54,10 @@ def test_one_wheel_per_matrix_cell(project: Path, capsys: pytest.CaptureFixture[
     matrix = yaml.safe_load((project / "matrix.yaml").read_text())
     expected = {name: _expansion(matrix, platforms) for name, platforms in RECIPE_PLATFORMS.items()}
     assert expected == {
-        "cuprobe": 5 * 3 * 2 + 4 * 3,  # 3.14 × CUDA 11 excluded
-        "cuvec": 5 * 2 * 2 + 4 * 2,  # Linux only
-        "pycuda": 28,
-        "pyvkfft": 28,
+        "cuprobe": 6 * 3 * 2 + 4 * 3,  # 3.14 and 3.15 × CUDA 11 excluded
+        "cuvec": 6 * 2 * 2 + 4 * 2,  # Linux only
+        "pycuda": 32,
+        "pyvkfft": 32,
     }
     assert _by_recipe(wheels) == expected
     assert len({job["id"] for job in wheels}) == len(wheels)
@@ -90,7 +90,7 @@ def test_exclusions_shrink_the_plan(project: Path, capsys: pytest.CaptureFixture
     matrix["exclude"].append({"platform": "linux-aarch64", "python": "3.10"})
     matrix_path.write_text(yaml.safe_dump(matrix))
     jobs = _plan(project, capsys)
-    assert _by_recipe(jobs) == {"cuprobe": 42 - 3, "cuvec": 28 - 3, "pycuda": 28 - 3, "pyvkfft": 28 - 3}
+    assert _by_recipe(jobs) == {"cuprobe": 48 - 3, "cuvec": 32 - 3, "pycuda": 32 - 3, "pyvkfft": 32 - 3}
     assert _by_recipe(jobs) == {name: _expansion(matrix, platforms) for name, platforms in RECIPE_PLATFORMS.items()}
 
 
@@ -98,7 +98,7 @@ def test_each_job_names_runner_session_and_arguments(project: Path, capsys: pyte
     builds = {job["id"]: job for job in _plan(project, capsys, "build")}
     windows = builds["cuprobe-cuda12x-win_amd64"]
     assert windows["runner"] == "windows-2022" and windows["session"] == "build-cuda12"
-    pythons = [arg for p in ("3.10", "3.11", "3.12", "3.13", "3.14") for arg in ("--python", p)]
+    pythons = [arg for p in ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15") for arg in ("--python", p)]
     assert windows["args"] == ["--recipe", "cuprobe", *pythons, "--platform", "windows"]
     assert builds["cuprobe-cuda13x-manylinux_aarch64"]["runner"] == "ubuntu-24.04-arm"
     wheel = next(j for j in _plan(project, capsys) if j["id"] == "cuprobe-cuda12x-cp312-win_amd64")

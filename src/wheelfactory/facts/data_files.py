@@ -14,7 +14,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 DATA = Path("src/wheelfactory/data")
-MATRIX = Path("matrix.yaml")
+MATRICES = (Path("matrix.yaml"), Path("matrix-offline.yaml"))
 
 
 def _yaml() -> YAML:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -96,8 +97,8 @@ def new_toolkits(index: str) -> list[NewToolkit]:
                 f"{entry.distribution} on {index}: " + ", ".join(f"{p} {w.version}" for p, w in sorted(nvccs.items()))
             )
             found.append(toolkit)
-    for toolkit in found:
-        _read_pins(index, toolkit)
+    if found:
+        _read_pins(index, found)
     return found
 
 
@@ -112,31 +113,40 @@ def _pin(requirement: Requirement) -> Version | None:
     return None
 
 
-def _read_pins(index: str, toolkit: NewToolkit) -> None:
-    """The specifier of each distribution over the `cuda-toolkit` releases of the toolkit's minor: `==R.*` where
-    every pin is of release R, `==a.b.c.*` where they share those parts, else `>=lowest,<=highest`."""
-    pins: dict[str, list[Version]] = {}
-    releases = {v: f for v, f in finals(wheels(index, META_PACKAGE)).items() if _minor(v) == toolkit.release}
-    for version, files in releases.items():
-        message = metadata(files[0])
-        toolkit.sources.append(f"{META_PACKAGE} {version}: {where(files[0])}")
-        for line in message.get_all("Requires-Dist") or []:
+def _read_pins(index: str, toolkits: list[NewToolkit]) -> None:
+    """The specifier of each distribution for each new toolkit, from the pins of the `cuda-toolkit` releases of
+    its minor, told apart from the pins of every other minor of its major (see `specifier`)."""
+    pins: dict[str, dict[str, list[Version]]] = {}  # minor -> distribution -> versions pinned
+    majors = {t.major for t in toolkits}
+    for version, files in finals(wheels(index, META_PACKAGE)).items():
+        if version.major not in majors:
+            continue
+        for toolkit in (t for t in toolkits if t.release == _minor(version)):
+            toolkit.sources.append(f"{META_PACKAGE} {version}: {where(files[0])}")
+        for line in metadata(files[0]).get_all("Requires-Dist") or []:
             try:
                 requirement = Requirement(line)
             except InvalidRequirement:
                 raise BadBytes(f"{shown(files[0].filename)}: Requires-Dist {shown(line)} is not PEP 508") from None
             if (pinned := _pin(requirement)) is not None:
-                pins.setdefault(canonicalize_name(requirement.name), []).append(pinned)
-    for distribution, versions in pins.items():
-        toolkit.versions[distribution] = specifier(toolkit.release, sorted(set(versions)))
+                name = canonicalize_name(requirement.name)
+                pins.setdefault(_minor(version), {}).setdefault(name, []).append(pinned)
+    for toolkit in toolkits:
+        for distribution, versions in pins.get(toolkit.release, {}).items():
+            others = [v for minor, of in pins.items() if minor != toolkit.release for v in of.get(distribution, [])]
+            toolkit.versions[distribution] = specifier(toolkit.release, sorted(set(versions)), others)
 
 
-def specifier(release: str, pins: list[Version]) -> str:
-    """The specifier that admits exactly what these pins of one release name (see _read_pins)."""
-    if all(_minor(v) == release for v in pins):
-        return f"=={release}.*"
+def specifier(release: str, pins: list[Version], others: list[Version]) -> str:
+    """The first of `==R.*` (R the release), `==a.b.c.*` (the parts all pins share) and `>=lowest,<=highest` that
+    admits every pin of this release and none of another's (CCCL numbers itself 13.3.x for toolkits 13.3, 13.4
+    and 13.5: `==13.3.*` would take 13.4's into 13.3's build)."""
+    candidates = [f"=={release}.*"] if all(_minor(v) == release for v in pins) else []
     if len({v.release[:3] for v in pins}) == 1:
-        return "==" + ".".join(str(part) for part in pins[0].release[:3]) + ".*"
+        candidates.append("==" + ".".join(str(part) for part in pins[0].release[:3]) + ".*")
+    for candidate in candidates:
+        if not any(SpecifierSet(candidate).contains(v, prereleases=True) for v in others):
+            return candidate
     return f">={pins[0]},<={pins[-1]}"
 
 

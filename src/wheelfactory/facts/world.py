@@ -14,7 +14,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from ..components import gpu_generations, platforms
 from .cpython import cibuildwheel_pythons, pinned_cibuildwheel
-from .data_files import DATA, MATRIX, DataFiles, add_under, flow, insert_newest_first, quoted
+from .data_files import DATA, MATRICES, DataFiles, add_under, flow, insert_newest_first, quoted
 from .toolkits import DRIVER_SOURCE, NewToolkit, component_versions, measure, new_toolkits
 from .torch import TorchRelease, torch_releases
 
@@ -90,18 +90,25 @@ def _train(findings: Findings, index: str, known: set[str]) -> str | None:
     """Each CUDA major's torch train brought up to the index; the NCCL the newest torch pins (for new toolkits)."""
     nccl = None
     tag = next(p.cibw_arch for p in platforms().values() if p.os == "linux")
-    for cuda in findings.files[MATRIX]["cuda"]:
-        train = cuda.get("torch")
-        if not train:
-            continue
-        oldest = min((entry["release"] for entry in train), key=Version)
-        for release in torch_releases(index, oldest, tag):
-            nccl = nccl or release.nccl
-            _train_entry(findings, cuda, release, known)
+    read: dict[str, list[TorchRelease]] = {}  # oldest of a train -> the releases from it on
+    for path in _matrices(findings.files.root):
+        for cuda in findings.files[path]["cuda"]:
+            train = cuda.get("torch")
+            if not train:
+                continue
+            oldest = min((entry["release"] for entry in train), key=Version)
+            for release in read.setdefault(oldest, torch_releases(index, oldest, tag)):
+                nccl = nccl or release.nccl
+                _train_entry(findings, path, cuda, release, known)
     return nccl
 
 
-def _train_entry(findings: Findings, cuda: Any, release: TorchRelease, known: set[str]) -> None:
+def _matrices(root: Path) -> list[Path]:
+    """matrix.yaml and the offline matrix beside it, which must not drift from it but in its toolkits."""
+    return [path for path in MATRICES if (root / path).is_file()]
+
+
+def _train_entry(findings: Findings, path: Path, cuda: Any, release: TorchRelease, known: set[str]) -> None:
     if release.cuda is None or Version(release.cuda).major != cuda["major"]:
         return
     if release.cuda not in known:
@@ -116,24 +123,29 @@ def _train_entry(findings: Findings, cuda: Any, release: TorchRelease, known: se
         current["cuda"] = quoted(release.cuda)
     else:
         return
-    findings.sources.append(f"torch {release.release} built for CUDA {release.cuda}: {release.source}")
+    findings.sources.append(f"torch {release.release} built for CUDA {release.cuda} ({path}): {release.source}")
 
 
 def _pythons(findings: Findings, index: str, root: Path) -> None:
     version = pinned_cibuildwheel(root)
     built, source = cibuildwheel_pythons(index, version)
     cpython = findings.files[DATA / "cpython.yaml"]
-    matrix = findings.files[MATRIX]
     for python in [p for p in built if Version(p) > Version(cpython["newest"])]:
         cpython["newest"] = quoted(python)
         findings.sources.append(f"CPython {python} (cpython.yaml): {source} (cibuildwheel {version})")
+    for path in _matrices(root):
+        _matrix_pythons(findings, path, built, f"{source} (cibuildwheel {version})")
+
+
+def _matrix_pythons(findings: Findings, path: Path, built: list[str], source: str) -> None:
+    matrix = findings.files[path]
     for python in [p for p in built if Version(p) > Version(max(matrix["python"], key=Version))]:
         last = max(matrix["python"], key=Version)
         matrix["python"].append(quoted(python))
         # A CUDA major that skips the matrix's newest Python (its NVIDIA wheels stopped before it) skips this too.
         for rule in [r for r in matrix.get("exclude", []) if r.get("python") == last and set(r) == {"python", "cuda"}]:
             matrix["exclude"].append(flow({"python": quoted(python), "cuda": rule["cuda"]}))
-        findings.sources.append(f"CPython {python} (matrix.yaml): {source} (cibuildwheel {version})")
+        findings.sources.append(f"CPython {python} ({path}): {source}")
 
 
 def read(root: Path, index: str, *, measured: bool) -> Findings:
