@@ -64,6 +64,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     matrices = plan.as_json()
     shown = matrices[args.jobs] if args.jobs else matrices
     print(json.dumps(shown, indent=None if args.compact else 2))
+    if not args.compact:
+        for recipe, (builds, wheels, torches) in sorted(plan.costs().items()):
+            train = f", {torches} torch releases (`--torch RELEASE` builds one)" if torches else ""
+            console.print(f"{recipe}: {builds} build jobs, {wheels} wheels{train}", markup=False)
     return 0
 
 
