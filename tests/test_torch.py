@@ -10,6 +10,8 @@ test_upstream.py.
 from __future__ import annotations
 
 import dataclasses
+import html
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from wheelfactory import pipeline
 from wheelfactory.audit import audit_wheel
@@ -31,6 +34,7 @@ from wheelfactory.errors import InputError, ToolFailure, UserError
 from wheelfactory.pipeline import BuildRequest
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.platforms import linux
+from wheelfactory.pytorch.coverage import write_coverage_pages
 from wheelfactory.pytorch.index_pages import INDEX_DIR, labelled_copy, write_torch_indexes
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
@@ -553,3 +557,35 @@ def test_the_plan_says_what_each_recipe_costs(torch_project: Path, capsys: pytes
     said = capsys.readouterr().err
     assert "torchlike: 5 build jobs" in said and "5 torch releases (`--torch RELEASE` builds one)" in said
     assert "cuprobe: 9 build jobs" in said
+
+
+def _coverage_rows(page: Path) -> dict[tuple[str, str], str]:
+    """(Python, platform) -> what a coverage page says of the cell, as its reader sees it."""
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", page.read_text(encoding="utf-8"))
+    return {(python, platform): html.unescape(status) for python, platform, status in rows}
+
+
+def test_each_torch_has_a_coverage_page_naming_every_cell_built_excluded_or_missing(
+    torch_project: Path, tmp_path: Path
+) -> None:
+    matrix_path = torch_project / OFFLINE_MATRIX
+    matrix = yaml.safe_load(matrix_path.read_text(encoding="utf-8"))
+    matrix["exclude"].append({"python": "3.10", "cuda": 13, "reason": "torch 2.15 has no cp310 wheel"})
+    matrix_path.write_text(yaml.safe_dump(matrix), encoding="utf-8")
+    plan = make_plan(torch_project, matrix_path)
+    dist = tmp_path / "dist"
+    built = dist / "torch-index/torch2.15-cu132/torchlike-cuda13x"
+    built.mkdir(parents=True)
+    (built / "torchlike_cuda13x-1.0.0+pt215cu132-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"globbed only")
+    pages = write_coverage_pages(dist, plan)
+    assert [p.relative_to(dist).as_posix() for p in pages] == [
+        f"torch-index/torch{release}/coverage.html"
+        for release in ("2.11-cu130", "2.12-cu130", "2.13-cu130", "2.14-cu130", "2.15-cu132")
+    ]
+    rows = _coverage_rows(dist / "torch-index/torch2.15-cu132/coverage.html")
+    assert len(rows) == len(matrix["python"]) * 3  # every Python × every platform of CUDA 13
+    assert rows["3.12", "linux-x86_64"] == "built"
+    assert rows["3.13", "linux-x86_64"] == "missing"
+    assert rows["3.10", "linux-x86_64"] == "excluded: torch 2.15 has no cp310 wheel"
+    assert rows["3.12", "windows-amd64"] == "excluded: the recipe builds for other platforms"
+    assert _coverage_rows(dist / "torch-index/torch2.14-cu130/coverage.html")["3.12", "linux-x86_64"] == "missing"

@@ -181,12 +181,16 @@ def cmd_coinstall(args: argparse.Namespace) -> int:
 
 
 def cmd_torch_index(args: argparse.Namespace) -> int:
+    from .pytorch.coverage import write_coverage_pages
     from .pytorch.index_pages import describe, write_torch_indexes
     from .untrusted.shown import shown
 
     if not args.folder.is_dir():
         raise UserError(f"{shown(str(args.folder))}: no such folder — give the one holding the wheels (dist/)")
-    written = write_torch_indexes(args.folder, make_plan(_root(args), _matrix(args)).locked_torches_of)
+    plan = make_plan(_root(args), _matrix(args))
+    written = write_torch_indexes(args.folder, plan.locked_torches_of)
+    for page in write_coverage_pages(args.folder, plan):
+        console.print(f"coverage: {page}", markup=False)
     if written:
         console.print(f"index pages of the wheels built against torch: {describe(args.folder, written)}", markup=False)
     else:

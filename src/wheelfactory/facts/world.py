@@ -143,16 +143,22 @@ def _matrix_pythons(findings: Findings, path: Path, built: list[str], source: st
         last = max(matrix["python"], key=Version)
         matrix["python"].append(quoted(python))
         # A CUDA major that skips the matrix's newest Python (its NVIDIA wheels stopped before it) skips this too.
-        for rule in [r for r in matrix.get("exclude", []) if r.get("python") == last and set(r) == {"python", "cuda"}]:
-            matrix["exclude"].append(flow({"python": quoted(python), "cuda": rule["cuda"]}))
+        for rule in [r for r in matrix.get("exclude", []) if r.get("python") == last and "platform" not in r]:
+            matrix["exclude"].append(flow({**rule, "python": quoted(python)}))
         findings.sources.append(f"CPython {python} ({path}): {source}")
 
 
 def read(root: Path, index: str, *, measured: bool) -> Findings:
     """Everything the index says that the data files under `root` lack, applied in memory."""
     findings = Findings(DataFiles(root))
+    releases = findings.files[DATA / "toolkits.yaml"]["releases"]
+    findings.to_fill += [
+        f"CUDA {name} {field} (toolkits.yaml, still): {where}"
+        for name, release in releases.items()
+        for field, where in release.get("to_fill", {}).items()
+    ]
     toolkits = new_toolkits(index)
-    known = set(findings.files[DATA / "toolkits.yaml"]["releases"]) | {t.release for t in toolkits}
+    known = set(releases) | {t.release for t in toolkits}
     nccl = _train(findings, index, known)
     for toolkit in toolkits:
         if measured:

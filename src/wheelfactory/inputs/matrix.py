@@ -70,6 +70,7 @@ class Exclusion(Strict):
     python: VersionText | None = None
     cuda: int | None = None
     platform: str | None = None
+    reason: str | None = None  # why, in words: what the coverage pages say of the cells it leaves out
 
     def matches(self, python: str, cuda: int, platform: str) -> bool:
         return (
