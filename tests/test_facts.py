@@ -7,7 +7,11 @@ grep of crt/host_config.h), not against the command itself."""
 from __future__ import annotations
 
 import functools
+import http.server
+import io
 import json
+import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -18,8 +22,10 @@ from packaging.version import Version
 
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
+from wheelfactory.errors import BadBytes
 from wheelfactory.facts.index import ACCEPT, wheels
 from wheelfactory.facts.toolkits import NewToolkit, host_limits, measure, newest_isa, specifier
+from wheelfactory.untrusted.ranges import RemoteFile, remote_metadata
 
 from .conftest import REPO, Quiet, serving
 
@@ -168,3 +174,54 @@ def test_the_daily_workflow_reads_with_read_access_and_proposes_without_running_
         if line.strip()
     ]
     assert not {"nox", "python", "pip"} & set(commands), commands
+
+
+class Ranges(http.server.BaseHTTPRequestHandler):
+    """A file server that answers Range requests (206), as PyPI's file host does; `ignore` makes it send the
+    whole file instead (200)."""
+
+    body = b""
+    ignore = False
+
+    def do_GET(self) -> None:
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+        if wanted is None or self.ignore:
+            self.send_response(200)
+            part = self.body
+        else:
+            start, end = int(wanted.group(1)), int(wanted.group(2))
+            part = self.body[start : end + 1]
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(self.body)}")
+        self.send_header("Content-Length", str(len(part)))
+        self.end_headers()
+        self.wfile.write(part)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _big_wheel(tmp_path: Path) -> bytes:
+    """A wheel of some 8 MiB (incompressible filler) whose METADATA is a few bytes."""
+    path = tmp_path / "big-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr("big/filler.bin", os.urandom(8 << 20))
+        whl.writestr("big-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: big\nVersion: 1.0\n")
+    return path.read_bytes()
+
+
+def test_a_wheels_metadata_is_read_by_ranges_never_the_wheel_and_a_server_that_ignores_them_is_refused(
+    tmp_path: Path,
+) -> None:
+    body = _big_wheel(tmp_path)
+    handler = type("Served", (Ranges,), {"body": body})
+    with serving(handler) as url:
+        file = RemoteFile(url + "big.whl", len(body))
+        stream = io.BufferedReader(file, buffer_size=1 << 16)
+        with zipfile.ZipFile(stream) as z:
+            assert z.read("big-1.0.dist-info/METADATA").startswith(b"Metadata-Version")
+        assert file.spent < 1 << 20  # the directory and one member, not the 8 MiB
+        assert remote_metadata(url + "big.whl", len(body)).endswith(b"Version: 1.0\n")
+    whole = type("Whole", (Ranges,), {"body": body, "ignore": True})
+    with serving(whole) as url, pytest.raises(BadBytes, match="ignores range requests"):
+        remote_metadata(url + "big.whl", len(body))

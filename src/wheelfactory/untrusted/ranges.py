@@ -16,7 +16,7 @@ import zipfile
 from typing import Any
 
 from ..errors import BadBytes, ToolFailure
-from .archives import PAGE_DEADLINE_S, TIMEOUT_S, _read_bounded, read_member
+from .archives import PAGE_DEADLINE_S, TIMEOUT_S, Seekable, _read_bounded, read_member
 from .shown import shown
 
 # All the range requests for one member: a zip's central directory for torch (some 15,000 files) is about 2 MiB.
@@ -25,21 +25,12 @@ MAX_RANGE_BYTES = 32 << 20
 CHUNK_BYTES = 1 << 20
 
 
-class RemoteFile(io.RawIOBase):
+class RemoteFile(Seekable):
     """A seekable, read-only view of `url` (of `size` bytes, as the index lists it) through range requests."""
 
     def __init__(self, url: str, size: int) -> None:
         super().__init__()
         self.url, self.size, self.position, self.spent = url, size, 0, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.position
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
