@@ -154,6 +154,15 @@ def coinstall(session: nox.Session) -> None:
 
 
 @nox.session
+def facts(session: nox.Session) -> None:
+    """Say what the package index has that the data files lack (new CUDA toolkits, torch releases and their CUDA,
+    CPython releases), as a diff with each fact's source: `-- --write` applies it, `-- --check` exits 1 when the
+    data is behind (`-- --index URL` reads another PEP 691 index)."""
+    _engine(session)
+    _factory(session, "facts", *session.posargs)
+
+
+@nox.session
 def image(session: nox.Session) -> None:
     """Build the offline manylinux-compatible image from Debian packages: `manylinux-offline:latest` for this
     host's machine, `manylinux-offline-aarch64:latest` with `-- --arch aarch64` (under QEMU)."""

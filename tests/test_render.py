@@ -80,7 +80,7 @@ def test_metadata_is_valid_and_names_the_right_wheels(rendered: Path, major: int
 @pytest.mark.parametrize("major", [11, 12, 13])
 def test_cibuildwheel_selectors_follow_the_matrix(rendered: Path, major: int) -> None:
     cibw = _pyproject(rendered, f"cuprobe-cuda{major}x")["tool"]["cibuildwheel"]
-    pythons = ["310", "311", "312", "313"] + ([] if major == 11 else ["314"])  # matrix excludes 3.14 × CUDA 11
+    pythons = ["310", "311", "312", "313"] + ([] if major == 11 else ["314", "315"])  # matrix: not 3.14+ × CUDA 11
     platforms = ["manylinux_aarch64", "manylinux_x86_64", "win_amd64"]
     assert sorted(cibw["build"]) == sorted(f"cp{p}-{plat}" for p in pythons for plat in platforms)
     repair = cibw["linux"]["repair-wheel-command"]
@@ -188,7 +188,7 @@ def test_the_classifiers_setup_py_gives_are_kept(rendered: Path) -> None:
     assert {"Topic :: Scientific/Engineering :: Physics", "Programming Language :: C++"} <= set(classifiers)
     assert "Environment :: GPU :: NVIDIA CUDA :: 12" in classifiers
     pythons = [c for c in classifiers if c.startswith("Programming Language :: Python :: 3.")]
-    assert pythons == [f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 15)]
+    assert pythons == [f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 16)]
 
 
 def test_a_setuptools_variant_matches_its_golden_file(project: Path) -> None:

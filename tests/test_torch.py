@@ -10,6 +10,8 @@ test_upstream.py.
 from __future__ import annotations
 
 import dataclasses
+import html
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from wheelfactory import pipeline
 from wheelfactory.audit import audit_wheel
@@ -31,6 +34,7 @@ from wheelfactory.errors import BadBytes, InputError, ToolFailure, UserError
 from wheelfactory.pipeline import BuildRequest
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.platforms import linux
+from wheelfactory.pytorch.coverage import write_coverage_pages
 from wheelfactory.pytorch.index_pages import INDEX_DIR, labelled_copy, write_torch_indexes
 from wheelfactory.pytorch.install import _from_report, is_nvidia, torch_install
 from wheelfactory.render import render_plan
@@ -97,9 +101,12 @@ def test_a_torch_build_is_one_variant_per_torch_of_the_train_each_with_its_toolk
     assert [(v.key, v.torch.release, v.cuda.toolkit, v.on_pypi) for v in plan.variants] == [  # type: ignore[union-attr]
         ("torchlike-cuda13x-torch2.15", "2.15", "13.2", True),
         ("torchlike-cuda13x-torch2.14", "2.14", "13.0", False),
+        ("torchlike-cuda13x-torch2.13", "2.13", "13.0", False),
+        ("torchlike-cuda13x-torch2.12", "2.12", "13.0", False),
         ("torchlike-cuda13x-torch2.11", "2.11", "13.0", False),
     ]
-    for rendered, release in zip(render_plan(plan, torch_project), ("2.15", "2.14", "2.11"), strict=True):
+    releases = ("2.15", "2.14", "2.13", "2.12", "2.11")
+    for rendered, release in zip(render_plan(plan, torch_project), releases, strict=True):
         pyproject = tomllib.loads(rendered.files["pyproject.toml"])
         # Whatever the sdist says (torch>=1.7.1 would take the newest torch, built for another CUDA): the train's.
         assert pyproject["build-system"]["requires"] == ["setuptools>=61", f"torch=={release}.*", "ninja"]
@@ -108,6 +115,7 @@ def test_a_torch_build_is_one_variant_per_torch_of_the_train_each_with_its_toolk
         assert f"TORCH = '{release}'" in rendered.files["_cuda_variant.py"]
         assert (
             "TORCH_PAGES = {'2.15': 'torch-index/torch2.15-cu132/', '2.14': 'torch-index/torch2.14-cu130/', "
+            "'2.13': 'torch-index/torch2.13-cu130/', '2.12': 'torch-index/torch2.12-cu130/', "
             "'2.11': 'torch-index/torch2.11-cu130/'}" in rendered.files["_cuda_variant.py"]
         )
     variant = _variant(torch_project)
@@ -457,7 +465,7 @@ def test_nvcc_drops_the_cache_wrappers_ccbin_keeps_the_factorys_and_names_any_ot
     assert said in done.stderr if said else done.stderr == ""
 
 
-OTHERS = "or a torch it is built for (2.15, 2.14, 2.11: each on its index page under torch-index/)"
+OTHERS = "or a torch it is built for (2.15, 2.14, 2.13, 2.12, 2.11: each on its index page under torch-index/)"
 
 
 @pytest.mark.parametrize(
@@ -467,7 +475,7 @@ OTHERS = "or a torch it is built for (2.15, 2.14, 2.11: each on its index page u
         ("2.15.0", "torch 2.15.0 is installed, but torchlike-cuda13x was built against torch 2.14 — pip install "
          "'torch==2.14.*', or install the build for torch 2.15.0 from the project's index page "
          "torch-index/torch2.15-cu132/"),
-        ("2.13.0", "torch 2.13.0 is installed, but torchlike-cuda13x was built against torch 2.14 — pip install "
+        ("2.10.0", "torch 2.10.0 is installed, but torchlike-cuda13x was built against torch 2.14 — pip install "
          f"'torch==2.14.*', {OTHERS}"),
         (None, "torch is not installed: torchlike-cuda13x was built against torch 2.14 — pip install 'torch==2.14.*', "
          f"{OTHERS}"),
@@ -493,6 +501,10 @@ def test_torch_index_command_writes_a_folders_pages_or_says_why_not(
     assert "no such folder" in capsys.readouterr().err
 
 
+# The gate's cases below are told on three of the train's five: the newest (PyPI's), the next, the oldest.
+TRIO = ("2.15", "2.14", "2.11")
+
+
 def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_their_files(
     torch_project: Path, tmp_path: Path
 ) -> None:
@@ -501,10 +513,12 @@ def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_th
     assert [(job["id"], job["torch"], job["toolkit"], job["args"][:4]) for job in builds] == [
         ("torchlike-cuda13x-torch2.15-manylinux_x86_64", "2.15", "13.2", ["--recipe", "torchlike", "--torch", "2.15"]),
         ("torchlike-cuda13x-torch2.14-manylinux_x86_64", "2.14", "13.0", ["--recipe", "torchlike", "--torch", "2.14"]),
+        ("torchlike-cuda13x-torch2.13-manylinux_x86_64", "2.13", "13.0", ["--recipe", "torchlike", "--torch", "2.13"]),
+        ("torchlike-cuda13x-torch2.12-manylinux_x86_64", "2.12", "13.0", ["--recipe", "torchlike", "--torch", "2.12"]),
         ("torchlike-cuda13x-torch2.11-manylinux_x86_64", "2.11", "13.0", ["--recipe", "torchlike", "--torch", "2.11"]),
     ]
     jobs = plan.wheel_jobs()
-    cp312 = [job.as_json() for job in jobs if job.cell.python == "3.12"]
+    cp312 = [job.as_json() for job in jobs if job.cell.python == "3.12" and job.build.variant.torch.release in TRIO]
     assert [(job["id"], job["wheel_glob"], job["on_pypi"]) for job in cp312] == [
         ("torchlike-cuda13x-torch2.15-cp312-manylinux_x86_64",
          "torch-index/torch2.15-cu132/torchlike-cuda13x/torchlike_cuda13x-*+pt215cu132-cp312-cp312-manylinux*_x86_64.whl",
@@ -530,7 +544,8 @@ def test_the_plan_has_a_job_per_torch_of_the_train_and_the_gate_takes_exactly_th
     labelled = []
     for variant in plan.variants:
         assert variant.torch is not None
-        labelled.append(labelled_copy(plain, variant.torch, release))
+        if variant.torch.release in TRIO:
+            labelled.append(labelled_copy(plain, variant.torch, release))
     assert verify(cp312, wheels_in(release)) == []
     # Without the 2.15 build's job, its files are extra: the plain one among them (PyPI gets only the newest's).
     assert verify(cp312[1:], wheels_in(release)) == [
@@ -558,9 +573,9 @@ def test_a_build_asks_for_a_torch_of_the_train_or_is_told_which_there_are(torch_
     chosen = pipeline._variants(plan, dataclasses.replace(request, torch=["2.14"]))
     assert [v.key for v in chosen] == ["torchlike-cuda13x-torch2.14"]
     with pytest.raises(
-        UserError, match=r"--torch 2\.13: the matrix's CUDA 13 torch train is 2\.15, 2\.14, 2\.11 — pick"
+        UserError, match=r"--torch 2\.10: the matrix's CUDA 13 torch train is 2\.15, 2\.14, 2\.13, 2\.12, 2\.11 — pick"
     ):
-        pipeline._variants(plan, dataclasses.replace(request, torch=["2.13"]))
+        pipeline._variants(plan, dataclasses.replace(request, torch=["2.10"]))
 
 
 def test_the_report_keys_each_wheel_by_where_it_goes_in_dist(torch_project: Path, tmp_path: Path) -> None:
@@ -618,3 +633,46 @@ def test_an_import_that_fails_beside_another_torch_names_the_page_of_the_build_f
         "install 'torch==2.14.*', or install the build for torch 2.11.0 from the project's index page "
         "torch-index/torch2.11-cu130/"
     )
+
+
+def test_the_plan_says_what_each_recipe_costs(torch_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torch recipe is one build per torch of the train and platform: `nox -s plan` says so, and how to build one."""
+    plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"])
+    pythons = len(plan.wheel_jobs()) // len(plan.build_jobs())
+    assert plan.costs() == {"torchlike": (5, 5 * pythons, 5)}
+    assert main(["--root", str(torch_project), "plan", "--matrix", str(torch_project / OFFLINE_MATRIX)]) == 0
+    said = capsys.readouterr().err
+    assert "torchlike: 5 build jobs" in said and "5 torch releases (`--torch RELEASE` builds one)" in said
+    assert "cuprobe: 9 build jobs" in said
+
+
+def _coverage_rows(page: Path) -> dict[tuple[str, str], str]:
+    """(Python, platform) -> what a coverage page says of the cell, as its reader sees it."""
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", page.read_text(encoding="utf-8"))
+    return {(python, platform): html.unescape(status) for python, platform, status in rows}
+
+
+def test_each_torch_has_a_coverage_page_naming_every_cell_built_excluded_or_missing(
+    torch_project: Path, tmp_path: Path
+) -> None:
+    matrix_path = torch_project / OFFLINE_MATRIX
+    matrix = yaml.safe_load(matrix_path.read_text(encoding="utf-8"))
+    matrix["exclude"].append({"python": "3.10", "cuda": 13, "reason": "torch 2.15 has no cp310 wheel"})
+    matrix_path.write_text(yaml.safe_dump(matrix), encoding="utf-8")
+    plan = make_plan(torch_project, matrix_path)
+    dist = tmp_path / "dist"
+    built = dist / "torch-index/torch2.15-cu132/torchlike-cuda13x"
+    built.mkdir(parents=True)
+    (built / "torchlike_cuda13x-1.0.0+pt215cu132-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"globbed only")
+    pages = write_coverage_pages(dist, plan)
+    assert [p.relative_to(dist).as_posix() for p in pages] == [
+        f"torch-index/torch{release}/coverage.html"
+        for release in ("2.11-cu130", "2.12-cu130", "2.13-cu130", "2.14-cu130", "2.15-cu132")
+    ]
+    rows = _coverage_rows(dist / "torch-index/torch2.15-cu132/coverage.html")
+    assert len(rows) == len(matrix["python"]) * 3  # every Python × every platform of CUDA 13
+    assert rows["3.12", "linux-x86_64"] == "built"
+    assert rows["3.13", "linux-x86_64"] == "missing"
+    assert rows["3.10", "linux-x86_64"] == "excluded: torch 2.15 has no cp310 wheel"
+    assert rows["3.12", "windows-amd64"] == "excluded: the recipe builds for other platforms"
+    assert _coverage_rows(dist / "torch-index/torch2.14-cu130/coverage.html")["3.12", "linux-x86_64"] == "missing"

@@ -13,6 +13,8 @@ from typing import Any, get_args
 from .components import OS, operating_system, platforms
 from .errors import EXIT_INPUT, EXIT_TOOL, BadBytes, InputError, ToolFailure, UserError
 from .host import machine as host_machine
+from .host import write_atomically
+from .inputs.matrix import PYPI
 from .inputs.references import image_problem
 from .plan import make_plan
 from .progress import console
@@ -62,6 +64,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     matrices = plan.as_json()
     shown = matrices[args.jobs] if args.jobs else matrices
     print(json.dumps(shown, indent=None if args.compact else 2))
+    if not args.compact:
+        for recipe, (builds, wheels, torches) in sorted(plan.costs().items()):
+            train = f", {torches} torch releases (`--torch RELEASE` builds one)" if torches else ""
+            console.print(f"{recipe}: {builds} build jobs, {wheels} wheels{train}", markup=False)
     return 0
 
 
@@ -175,12 +181,16 @@ def cmd_coinstall(args: argparse.Namespace) -> int:
 
 
 def cmd_torch_index(args: argparse.Namespace) -> int:
+    from .pytorch.coverage import write_coverage_pages
     from .pytorch.index_pages import describe, write_torch_indexes
     from .untrusted.shown import shown
 
     if not args.folder.is_dir():
         raise UserError(f"{shown(str(args.folder))}: no such folder — give the one holding the wheels (dist/)")
-    written = write_torch_indexes(args.folder, make_plan(_root(args), _matrix(args)).locked_torches_of)
+    plan = make_plan(_root(args), _matrix(args))
+    written = write_torch_indexes(args.folder, plan.locked_torches_of)
+    for page in write_coverage_pages(args.folder, plan):
+        console.print(f"coverage: {page}", markup=False)
     if written:
         console.print(f"index pages of the wheels built against torch: {describe(args.folder, written)}", markup=False)
     else:
@@ -236,6 +246,36 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     for note in notes:
         console.print(f"  note: {one_line(note)}", markup=False)
     return 0
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    """What the index says that the data files lack, as a diff with each fact's source; --write applies it
+    (measuring new toolkits from their wheels), --check exits 1 when anything is behind."""
+    from .facts.world import read  # the index readers load only for this command
+
+    root = _root(args)
+    findings = read(root, args.index, measured=args.write)
+    diff = findings.diff()
+    print(one_line_each(diff), end="")
+    for source in findings.sources:
+        console.print(f"read: {one_line(source)}", markup=False)
+    for item in findings.to_fill:
+        console.print(f"to fill by a person: {one_line(item)}", markup=False)
+    if args.write:
+        for relative, text in findings.files.changed().items():
+            write_atomically(root / relative, text)
+        console.print(f"wrote {len(findings.files.changed())} file(s)" if diff else "the data files are up to date")
+        return 0
+    if diff:
+        console.print("the data files are behind the index — run `nox -s facts -- --write` and commit the result")
+        return 1 if args.check else 0
+    console.print("the data files are up to date with the index")
+    return 0
+
+
+def one_line_each(text: str) -> str:
+    """A diff of text read from the index, each of its lines made safe for a CI log."""
+    return "".join(one_line(line.rstrip("\n")) + "\n" for line in text.splitlines())
 
 
 def _image(value: str) -> str:
@@ -344,6 +384,13 @@ def parser() -> argparse.ArgumentParser:
     recipe.add_argument("--from-report", help="complete a recipe from this report (dist/report.json)")
     recipe.add_argument("--recipe", help="with --from-report: the recipe it completes")
     recipe.set_defaults(run=cmd_recipe)
+
+    facts = sub.add_parser("facts", help="what the package index says that the data files lack, as a diff")
+    facts.add_argument("--index", default=PYPI, help="the PEP 691 index to read (default: PyPI)")
+    mode = facts.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="apply the diff (measuring new toolkits' wheels)")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the data files are behind the index")
+    facts.set_defaults(run=cmd_facts)
 
     image = sub.add_parser("image", help="build the offline manylinux-compatible image")
     image.add_argument(

@@ -213,9 +213,18 @@ class ToolkitRelease(_Frozen):
     msvc: str  # the newest MSVC toolset (14.XY) this release's nvcc accepts
     archs: tuple[int, ...]  # every sm_XY this release's nvcc compiles for (data/gpu_archs.yaml)
     ptx_isa: str  # the PTX ISA version its nvcc writes, "8.4"
-    driver: DriverVersions  # the oldest driver of its GA: what its PTX needs to JIT
+    # The oldest driver of its GA: what its PTX needs to JIT. NVIDIA's release notes say it, no wheel does: a
+    # release that `nox -s facts` added carries it in `to_fill` until a person writes it here.
+    driver: DriverVersions | None = None
+    to_fill: dict[str, str] = {}  # field -> where a person reads it
     cuda_archs: tuple[int, ...]  # default GPU architectures of a variant built with it
     platform_archs: dict[str, tuple[int, ...]] = {}  # a platform's own defaults, where its GPUs differ
+
+    @model_validator(mode="after")
+    def _driver_given_or_to_fill(self) -> ToolkitRelease:
+        if (self.driver is None) != ("driver" in self.to_fill):
+            raise ValueError("a release gives its driver, or names it in to_fill (and not both)")
+        return self
 
     def default_archs(self, platform: str) -> tuple[int, ...]:
         """The GPU architectures a variant is built for on `platform` when its recipe names none."""

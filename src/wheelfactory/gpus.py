@@ -81,11 +81,19 @@ def minimum_driver(major: int, ptx_isas: list[tuple[int, int]], os: OS, zstd: bo
         return floor
     newest = max(ptx_isas)
     # The first release whose nvcc writes this ISA or a newer one: its driver reads the PTX.
-    readers = sorted((r.ptx_isa_version, name) for name, r in table.releases.items() if r.ptx_isa_version >= newest)
+    # A release whose driver is still to fill is passed over: a matrix cannot name it (inputs/matrix.py), so the
+    # audit refuses PTX newer than a release whose driver is known.
+    readers = sorted(
+        (r.ptx_isa_version, name)
+        for name, r in table.releases.items()
+        if r.ptx_isa_version >= newest and r.driver is not None
+    )
     if not readers:
         return floor
     name = readers[0][1]
-    driver = table.releases[name].driver.on(os)
+    known = table.releases[name].driver
+    assert known is not None
+    driver = known.on(os)
     if Version(driver) <= Version(floor.version):
         return floor
     return DriverFloor(driver, f"PTX ISA {newest[0]}.{newest[1]} needs the driver of CUDA {name}")

@@ -398,6 +398,19 @@ class Plan:
             "gpu": {"include": [job.as_json() for job in self.gpu_jobs()]},
         }
 
+    def costs(self) -> dict[str, tuple[int, int, int]]:
+        """recipe -> (its build jobs, the wheels they make, the torch releases it is built against: one variant,
+        so one `build-cudaNN` run per platform, each; 0 for a recipe built without torch or on its stable ABI)."""
+        counts: dict[str, tuple[int, int, int]] = {}
+        for job in self.build_jobs():
+            builds, wheels, _ = counts.get(job.variant.recipe.name, (0, 0, 0))
+            torches = {
+                v.locked_torch.release for v in self.variants if v.recipe == job.variant.recipe and v.locked_torch
+            }
+            cells = sum(1 for c in job.variant.cells if c.platform == job.platform)
+            counts[job.variant.recipe.name] = (builds + 1, wheels + cells, len(torches))
+        return counts
+
     def command_of(self, job_id: str) -> str | None:
         """The command that reproduces a build job, a single wheel or a wheel's GPU checks, by its id."""
         jobs: list[BuildJob | WheelJob | GpuJob] = [*self.build_jobs(), *self.wheel_jobs(), *self.gpu_jobs()]

@@ -70,6 +70,7 @@ class Exclusion(Strict):
     python: VersionText | None = None
     cuda: int | None = None
     platform: str | None = None
+    reason: str | None = None  # why, in words: what the coverage pages say of the cells it leaves out
 
     def matches(self, python: str, cuda: int, platform: str) -> bool:
         return (
@@ -196,7 +197,14 @@ def _check_toolkit(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
         return [src.problem((*at, "toolkit"), message)]
     known = sorted(v for v in toolkit_table().releases if v.startswith(f"{entry.major}."))
     if entry.toolkit in known:
-        return []
+        to_fill = toolkit_table().releases[entry.toolkit].to_fill
+        if not to_fill:
+            return []
+        message = (
+            f"toolkit {entry.toolkit}'s {', '.join(to_fill)} is still to fill in data/toolkits.yaml — read it from "
+            f"{'; '.join(to_fill.values())} and write it there (the factory never guesses it)"
+        )
+        return [src.problem((*at, "toolkit"), message)]
     return [
         src.problem(
             (*at, "toolkit"),

@@ -269,15 +269,10 @@ def read_member(z: zipfile.ZipFile, name: str, limit: int = MAX_MEMBER_BYTES) ->
 # ---------------------------------------------------------------------------------------------- tar
 
 
-class _Capped(io.RawIOBase):
-    """A decompressing stream that stops at the limit an archive may unpack to: a bomb is refused at the cap,
-    not after it has filled the disk or the hours."""
+class Seekable(io.RawIOBase):
+    """A read-only stream that keeps its own position: what zipfile and tarfile need of one."""
 
-    def __init__(self, inner: IO[bytes] | io.BufferedIOBase, archive: Path) -> None:
-        self.inner = inner
-        self.archive = archive
-        self.packed = max(archive.stat().st_size, 1)
-        self.position = 0
+    position = 0
 
     def readable(self) -> bool:
         return True
@@ -287,6 +282,17 @@ class _Capped(io.RawIOBase):
 
     def tell(self) -> int:
         return self.position
+
+
+class _Capped(Seekable):
+    """A decompressing stream that stops at the limit an archive may unpack to: a bomb is refused at the cap,
+    not after it has filled the disk or the hours."""
+
+    def __init__(self, inner: IO[bytes] | io.BufferedIOBase, archive: Path) -> None:
+        self.inner = inner
+        self.archive = archive
+        self.packed = max(archive.stat().st_size, 1)
+        self.position = 0
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self.position = self.inner.seek(offset, whence)
