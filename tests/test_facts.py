@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from wheelfactory.components import toolkit_table
 from wheelfactory.errors import BadBytes
 from wheelfactory.facts.index import ACCEPT, wheels
 from wheelfactory.facts.toolkits import NewToolkit, host_limits, measure, newest_isa, specifier
+from wheelfactory.inputs import load_matrix
 from wheelfactory.untrusted.ranges import RemoteFile, remote_metadata
 
 from .conftest import REPO, Quiet, serving
@@ -105,26 +107,76 @@ def test_check_on_a_recorded_index_names_the_new_toolkit_torch_and_python(
         "read: torch 2.16 built for CUDA 13.4 (matrix.yaml): torch-2.16.0-cp313-cp313-manylinux_2_28_x86_64.whl "
         "METADATA (PEP 658)" in out
     )
+    assert (
+        "read: torch 2.16's CPythons 3.12, 3.13, 3.14, 3.15, 3.16 (matrix.yaml): the file names of torch 2.16.0's "
+        "18 wheels on the index" in out
+    )
     assert "to fill by a person: CUDA 13.6 driver (toolkits.yaml)" in out
     assert "run `nox -s facts -- --write`" in out
     # Nothing was written: --check only says.
     assert (root / "matrix.yaml").read_text() == (REPO / "matrix.yaml").read_text()
 
 
-def test_the_data_files_are_not_behind_the_recorded_index_once_it_has_nothing_new(
-    recorded: Path, root: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    for page in ("nvidia-cuda-nvcc", "torch"):
-        text = (recorded / page / "index.html").read_text()
-        (recorded / page / "index.html").write_text(text.replace("13.6.10", "13.5.37").replace("2.16.0", "2.15.0"))
+def _nothing_new(recorded: Path) -> None:
+    """The recorded index without its CUDA 13.6, torch 2.16 and CPython 3.16."""
+    text = (recorded / "nvidia-cuda-nvcc/index.html").read_text()
+    (recorded / "nvidia-cuda-nvcc/index.html").write_text(text.replace("13.6.10", "13.5.37"))
+    _torch_files(recorded, lambda name: "-2.16.0-" not in name)
     toml = recorded / "files/cibuildwheel-4.3.3-py3-none-any.whl"
     with zipfile.ZipFile(toml, "w") as whl:
         whl.writestr(
             "cibuildwheel/resources/build-platforms.toml", '"cp315-manylinux_x86_64" "cp315-manylinux_aarch64"'
         )
+
+
+def test_the_data_files_are_not_behind_the_recorded_index_once_it_has_nothing_new(
+    recorded: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _nothing_new(recorded)
     with serving(functools.partial(PEP691, directory=str(recorded))) as url:  # type: ignore[arg-type]
         assert main(["--root", str(root), "facts", "--check", "--index", url]) == 0
     assert "up to date" in capsys.readouterr().err
+
+
+def _torch_files(index: Path, kept: Callable[[str], bool]) -> None:
+    """The recorded torch page with only the files whose names `kept` keeps."""
+    page = json.loads((index / "torch/index.html").read_text())
+    page["files"] = [entry for entry in page["files"] if kept(entry["filename"])]
+    (index / "torch/index.html").write_text(json.dumps(page))
+
+
+def test_a_train_entry_whose_pythons_are_behind_the_index_is_reported_and_a_platform_that_differs_gets_its_own(
+    recorded: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch 2.15.0's cp315 wheels are PyPI's (2026-11-28): a matrix that lists 2.15 without 3.15 is behind. With
+    the aarch64 cp315 wheel gone from the index, the entry lists each platform's own."""
+    _nothing_new(recorded)
+    matrix = root / "matrix.yaml"
+    recorded_train = '{release: "2.15", cuda: "13.2", pythons: ["3.11", "3.12", "3.13", "3.14", "3.15"]}'
+    without = recorded_train.replace(', "3.15"]', "]")
+    assert recorded_train in matrix.read_text()
+    matrix.write_text(matrix.read_text().replace(recorded_train, without))
+    with serving(functools.partial(PEP691, directory=str(recorded))) as url:  # type: ignore[arg-type]
+        assert main(["--root", str(root), "facts", "--check", "--index", url]) == 1
+        behind = capsys.readouterr()
+        _torch_files(recorded, lambda name: name != "torch-2.15.0-cp315-cp315-manylinux_2_28_aarch64.whl")
+        assert main(["--root", str(root), "facts", "--write", "--index", url]) == 0
+    assert _changed(behind.out) == [
+        "--- a/matrix.yaml",
+        "+++ b/matrix.yaml",
+        f"-      - {without}",
+        f"+      - {recorded_train}",
+    ]
+    assert "read: torch 2.15's CPythons 3.11, 3.12, 3.13, 3.14, 3.15 (matrix.yaml): the file names of" in behind.err
+    train = yaml.safe_load(matrix.read_text())["cuda"][2]["torch"]
+    assert train[0]["pythons"] == {
+        "linux-aarch64": ["3.11", "3.12", "3.13", "3.14"],
+        "linux-x86_64": ["3.11", "3.12", "3.13", "3.14", "3.15"],
+        "windows-amd64": ["3.11", "3.12", "3.13", "3.14", "3.15"],
+    }
+    assert train[1]["pythons"] == ["3.10", "3.11", "3.12", "3.13", "3.14"]  # 2.14: cp314t is no CPython 3.14 build
+    torch = load_matrix(matrix, root).value.cuda[2].torch[0]  # what it wrote, the loader takes
+    assert not torch.has_wheel("3.15", "linux-aarch64") and torch.has_wheel("3.15", "linux-x86_64")
 
 
 def test_the_pin_rule_gives_the_versions_recorded_by_hand_for_13_2() -> None:

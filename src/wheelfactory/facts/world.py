@@ -116,14 +116,37 @@ def _train_entry(findings: Findings, path: Path, cuda: Any, release: TorchReleas
         return
     train = cuda["torch"]
     current = next((entry for entry in train if entry["release"] == release.release), None)
+    pythons = _train_pythons(release, list(cuda["platforms"]))
+    read = [
+        (f"torch {release.release} built for CUDA {release.cuda}", release.source),
+        (f"torch {release.release}'s CPythons {_shown(pythons)}", release.pythons_source),
+    ]
     if current is None:
-        entry = flow({"release": quoted(release.release), "cuda": quoted(release.cuda)})
+        entry = flow({"release": quoted(release.release), "cuda": quoted(release.cuda), "pythons": pythons})
         insert_newest_first(train, entry, lambda e: Version(e["release"]) < Version(release.release))
-    elif current["cuda"] != release.cuda:
-        current["cuda"] = quoted(release.cuda)
     else:
-        return
-    findings.sources.append(f"torch {release.release} built for CUDA {release.cuda} ({path}): {release.source}")
+        if current["cuda"] == release.cuda:
+            read.pop(0)
+        current["cuda"] = quoted(release.cuda)
+        if _shown(current.get("pythons")) == _shown(pythons):
+            read.pop()
+        else:
+            current["pythons"] = pythons
+    findings.sources += [f"{what} ({path}): {where}" for what, where in read]
+
+
+def _train_pythons(release: TorchRelease, built: list[str]) -> Any:
+    """The train entry's `pythons`: one list where each of the major's platforms has the same, else one each."""
+    each = {platform: flow([quoted(p) for p in release.pythons.get(platform, [])]) for platform in sorted(built)}
+    lists = list(each.values())
+    return lists[0] if all(listed == lists[0] for listed in lists) else flow(each)
+
+
+def _shown(pythons: Any) -> str:
+    """A `pythons` field as one line, to compare and to name (None: not recorded)."""
+    if isinstance(pythons, dict):
+        return "; ".join(f"{platform}: {', '.join(listed)}" for platform, listed in sorted(pythons.items()))
+    return ", ".join(pythons) if pythons is not None else "not recorded"
 
 
 def _pythons(findings: Findings, index: str, root: Path) -> None:
@@ -144,7 +167,10 @@ def _matrix_pythons(findings: Findings, path: Path, built: list[str], source: st
         matrix["python"].append(quoted(python))
         # A CUDA major that skips the matrix's newest Python (its NVIDIA wheels stopped before it) skips this too.
         for rule in [r for r in matrix.get("exclude", []) if r.get("python") == last and "platform" not in r]:
-            matrix["exclude"].append(flow({**rule, "python": quoted(python)}))
+            copied = {**rule, "python": quoted(python)}
+            if "reason" in rule:  # "… predate CPython 3.15" says 3.16 of the copy
+                copied["reason"] = quoted(rule["reason"].replace(f"CPython {last}", f"CPython {python}"))
+            matrix["exclude"].append(flow(copied))
         findings.sources.append(f"CPython {python} ({path}): {source}")
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from ..components import component_table, cpython_range, operating_system, platforms, toolkit_table
 from ..errors import InputError, Problem
@@ -27,6 +28,18 @@ class PlatformSettings(Strict):
     image: str | None = Field(default=None, min_length=1)
 
 
+def _pythons_shape(value: object) -> str:
+    return "dict[platform]" if isinstance(value, dict) else "list[python]"
+
+
+# `pythons` of a torch entry: one list, or a list per platform — a value is held to the shape it has (the tags are
+# no place in the file: the error reader drops them), so a list's bad entry is not also "not a mapping".
+TorchPythons = Annotated[
+    Annotated[list[VersionText], Tag("list[python]")] | Annotated[dict[str, list[VersionText]], Tag("dict[platform]")],
+    Discriminator(_pythons_shape),
+]
+
+
 class TorchRelease(Strict):
     """The torch that a major's PyTorch-extension recipes build against: torch.utils.cpp_extension ties a wheel to
     one torch release (its C++ ABI), not only to a CUDA major."""
@@ -34,6 +47,21 @@ class TorchRelease(Strict):
     release: VersionText  # "2.11": the build takes torch==2.11.*, and the wheel requires the same
     cuda: VersionText  # torch.version.cuda of that build: the toolkit release the variant's build uses
     index: str = PYPI  # the PEP 503 index it comes from (PyTorch's own, for a build PyPI does not carry)
+    # The CPythons its newest patch has wheels for (`nox -s facts` reads them off the index's file names): one list
+    # where every platform of the major has the same, else one per platform; None: not read, every Python.
+    pythons: TorchPythons | None = None
+
+    def has_wheel(self, python: str, platform: str) -> bool:
+        """Whether the index has a wheel of this torch for `python` on `platform` (as far as `pythons` says)."""
+        if self.pythons is None:
+            return True
+        listed = self.pythons.get(platform, []) if isinstance(self.pythons, dict) else self.pythons
+        return python in listed
+
+    @property
+    def index_shown(self) -> str:
+        """Where its wheels were listed, for a reader: PyPI, or its index's URL."""
+        return "PyPI" if self.index == PYPI else self.index
 
     @property
     def label(self) -> str:
@@ -45,6 +73,22 @@ class TorchRelease(Strict):
         """torch2.15-cu132: its index page's folder, the torch release and its CUDA release as PyTorch spells its
         own indexes (cu132)."""
         return f"torch{self.release}-cu{self.cuda.replace('.', '')}"
+
+
+def torch_gap(built_with: TorchRelease | None, run_with: list[TorchRelease], python: str, platform: str) -> str | None:
+    """Why a wheel built against `built_with` (None: whatever) that runs with `run_with` is not made for `python` on
+    `platform`: no torch it runs with, or none it is built against, has a wheel there; None where both have one."""
+    if not run_with:
+        return None
+    newest = run_with[0]
+    where = f"CPython {python} on {platform} ({newest.index_shown})"
+    if not any(torch.has_wheel(python, platform) for torch in run_with):
+        if len(run_with) == 1:
+            return f"torch {newest.release} has no wheel for {where}"
+        return f"no torch from {run_with[-1].release} to {newest.release} has a wheel for {where}"
+    if built_with is not None and not built_with.has_wheel(python, platform):
+        return f"torch {built_with.release}, which the build compiles against, has no wheel for {where}"
+    return None
 
 
 class CudaEntry(Strict):
@@ -148,7 +192,7 @@ def _check_cuda_entry(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem
             )
         ]
     problems = _check_toolkit(entry, at, src)
-    problems += _check_train(entry.torch, entry.major, (*at, "torch"), src)
+    problems += _check_train(entry, (*at, "torch"), src)
     if not entry.platforms:
         problems.append(src.problem((*at, "platforms"), "no platforms — name at least one, e.g. linux-x86_64"))
     for name, settings in entry.platforms.items():
@@ -215,11 +259,11 @@ def _check_toolkit(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
     ]
 
 
-def _check_train(train: list[TorchRelease], major: int, at: Loc, src: SourceMap) -> list[Problem]:
+def _check_train(entry: CudaEntry, at: Loc, src: SourceMap) -> list[Problem]:
     """Each torch a release of its own, newest first (the first is the one whose builds PyPI gets)."""
-    problems = []
+    problems, train = [], entry.torch
     for i, torch in enumerate(train):
-        problems += _check_torch(torch, major, (*at, i), src)
+        problems += _check_torch(torch, entry.major, set(entry.platforms), (*at, i), src)
         earlier = [t.release for t in train[:i]]
         if torch.release in earlier:
             problems.append(src.problem((*at, i, "release"), f"torch {torch.release} is listed twice — keep one"))
@@ -229,7 +273,7 @@ def _check_train(train: list[TorchRelease], major: int, at: Loc, src: SourceMap)
     return problems
 
 
-def _check_torch(torch: TorchRelease, major: int, at: Loc, src: SourceMap) -> list[Problem]:
+def _check_torch(torch: TorchRelease, major: int, built: set[str], at: Loc, src: SourceMap) -> list[Problem]:
     problems = []
     known = sorted(v for v in toolkit_table().releases if v.startswith(f"{major}."))
     if torch.cuda not in known:
@@ -241,6 +285,37 @@ def _check_torch(torch: TorchRelease, major: int, at: Loc, src: SourceMap) -> li
     if not torch.index.startswith("https://") or any(c.isspace() for c in torch.index):
         message = f"torch index {shown(torch.index)} is not an https:// URL — write the index's simple/ URL"
         problems.append(src.problem((*at, "index"), message))
+    return problems + _check_torch_pythons(torch, built, (*at, "pythons"), src)
+
+
+def _check_torch_pythons(torch: TorchRelease, built: set[str], at: Loc, src: SourceMap) -> list[Problem]:
+    """`pythons`: each CPython once, oldest first; per platform, the major's platforms only."""
+    if torch.pythons is None:
+        return []
+    lists: dict[Loc, list[str]] = (
+        {(*at, name): listed for name, listed in torch.pythons.items()}
+        if isinstance(torch.pythons, dict)
+        else {at: torch.pythons}
+    )
+    problems = [
+        src.problem(at, f"lists no {name} — add the CPythons torch has wheels for there")
+        for name in sorted(built - set(torch.pythons))
+        if isinstance(torch.pythons, dict)
+    ]
+    for where, listed in lists.items():
+        if where != at and where[-1] not in built:
+            others = ", ".join(sorted(built))
+            message = f"{where[-1]!r} is not a platform of this CUDA major ({others}) — fix or remove it"
+            problems.append(src.problem(where, message, key=True))
+        if not listed:
+            message = "no CPython — list those torch has wheels for, or run `nox -s facts -- --write`"
+            problems.append(src.problem(where, message))
+        for i, python in enumerate(listed):
+            if python in listed[:i]:
+                problems.append(src.problem((*where, i), f"CPython {python} is listed twice — keep one"))
+            elif i and Version(python) < Version(listed[i - 1]):
+                message = f"CPython {python} is older than {listed[i - 1]} before it — list them oldest first"
+                problems.append(src.problem((*where, i), message))
     return problems
 
 
