@@ -162,9 +162,9 @@ def test_the_torch_train_is_known_releases_of_its_major_newest_first(
     torch_project: Path, train: str, said: list[str]
 ) -> None:
     matrix = torch_project / OFFLINE_MATRIX
-    ours = "- " + "\n      - ".join(('{release: "2.15", cuda: "13.2"}', '{release: "2.14", cuda: "13.0"}'))
-    assert ours in matrix.read_text()
-    matrix.write_text(matrix.read_text().replace(ours, train))
+    ours = re.search(r'- \{release: "2\.15", .*\n *- \{release: "2\.14", .*', matrix.read_text())
+    assert ours is not None
+    matrix.write_text(matrix.read_text().replace(ours.group(0), train))
     with pytest.raises(InputError) as raised:
         _variant(torch_project)
     messages = "\n".join(p.message for p in raised.value.problems)
@@ -638,8 +638,14 @@ def test_an_import_that_fails_beside_another_torch_names_the_page_of_the_build_f
 def test_the_plan_says_what_each_recipe_costs(torch_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A torch recipe is one build per torch of the train and platform: `nox -s plan` says so, and how to build one."""
     plan = make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"])
-    pythons = len(plan.wheel_jobs()) // len(plan.build_jobs())
-    assert plan.costs() == {"torchlike": (5, 5 * pythons, 5)}
+    # Of the matrix's six Pythons, each torch has wheels for five (2.15: 3.11 to 3.15; 2.11 to 2.14: 3.10 to 3.14).
+    assert {(job.variant.key, job.pythons) for job in plan.build_jobs()} == {
+        (f"torchlike-cuda13x-torch{release}", pythons)
+        for release, pythons in [("2.15", ("3.11", "3.12", "3.13", "3.14", "3.15"))]
+        + [(r, ("3.10", "3.11", "3.12", "3.13", "3.14")) for r in ("2.14", "2.13", "2.12", "2.11")]
+    }
+    assert not [job for job in plan.wheel_jobs() if "torch2.15-cp310" in job.id or "torch2.14-cp315" in job.id]
+    assert plan.costs() == {"torchlike": (5, 25, 5)}
     assert main(["--root", str(torch_project), "plan", "--matrix", str(torch_project / OFFLINE_MATRIX)]) == 0
     said = capsys.readouterr().err
     assert "torchlike: 5 build jobs" in said and "5 torch releases (`--torch RELEASE` builds one)" in said
@@ -657,8 +663,6 @@ def test_each_torch_has_a_coverage_page_naming_every_cell_built_excluded_or_miss
 ) -> None:
     matrix_path = torch_project / OFFLINE_MATRIX
     matrix = yaml.safe_load(matrix_path.read_text(encoding="utf-8"))
-    matrix["exclude"].append({"python": "3.10", "cuda": 13, "reason": "torch 2.15 has no cp310 wheel"})
-    matrix_path.write_text(yaml.safe_dump(matrix), encoding="utf-8")
     plan = make_plan(torch_project, matrix_path)
     dist = tmp_path / "dist"
     built = dist / "torch-index/torch2.15-cu132/torchlike-cuda13x"
@@ -673,6 +677,9 @@ def test_each_torch_has_a_coverage_page_naming_every_cell_built_excluded_or_miss
     assert len(rows) == len(matrix["python"]) * 3  # every Python × every platform of CUDA 13
     assert rows["3.12", "linux-x86_64"] == "built"
     assert rows["3.13", "linux-x86_64"] == "missing"
-    assert rows["3.10", "linux-x86_64"] == "excluded: torch 2.15 has no cp310 wheel"
+    # PyPI's torch 2.15.0 has no cp310 wheel, 2.14.1 no cp315 (the train's `pythons`): no job, and the page says so.
+    assert rows["3.10", "linux-x86_64"] == "excluded: torch 2.15 has no wheel for CPython 3.10 on linux-x86_64 (PyPI)"
     assert rows["3.12", "windows-amd64"] == "excluded: the recipe builds for other platforms"
-    assert _coverage_rows(dist / "torch-index/torch2.14-cu130/coverage.html")["3.12", "linux-x86_64"] == "missing"
+    older = _coverage_rows(dist / "torch-index/torch2.14-cu130/coverage.html")
+    assert older["3.12", "linux-x86_64"] == "missing"
+    assert older["3.15", "linux-x86_64"] == "excluded: torch 2.14 has no wheel for CPython 3.15 on linux-x86_64 (PyPI)"

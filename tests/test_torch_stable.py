@@ -9,6 +9,7 @@ and the newest torch, is in test_torch_stable_build.py.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tomllib
@@ -60,6 +61,29 @@ def test_a_stable_abi_build_compiles_against_the_matrix_torch_for_its_target_and
     assert define in env["NVCC_PREPEND_FLAGS"].split()
     assert env["CPPFLAGS"] == f"$CPPFLAGS {define}" and env["CXXFLAGS"] == f"$CXXFLAGS {define}"
     assert windows.Windows().environment(variant, "windows-x86_64")["CL"] == f"$CL {define}"
+
+
+def test_a_stable_abi_wheel_is_left_out_only_where_no_torch_of_its_range_or_the_one_it_builds_with_has_a_wheel(
+    stable_project: Path,
+) -> None:
+    """PyPI's torch 2.15 has no cp310 wheel, 2.11 to 2.14 no cp315 (the matrix train's `pythons`). stableop's abi3
+    wheel is built with 3.10 against 2.14 and serves 3.10 to 3.15: 3.15 runs with 2.15. One wheel per Python
+    (wheel_abi: cpython) needs the build's torch for each: 3.15 is left out, and says why."""
+    (cell,) = _variant(stable_project).cells
+    assert (cell.python, cell.pythons) == ("3.10", ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15"))
+    recipe = stable_project / "recipes/stableop/recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("wheel_abi: abi3\n", ""))
+    variant = _variant(stable_project)
+    assert [c.python for c in variant.cells] == ["3.10", "3.11", "3.12", "3.13", "3.14"]
+    assert variant.torch_gap("3.15", "linux-x86_64") == (
+        "torch 2.14, which the build compiles against, has no wheel for CPython 3.15 on linux-x86_64 (PyPI)"
+    )
+    matrix = stable_project / OFFLINE_MATRIX
+    text = re.sub(r"pythons: \[[^]]*\]", 'pythons: ["3.13"]', matrix.read_text())
+    matrix.write_text(text)
+    assert _variant(stable_project).torch_gap("3.12", "linux-x86_64") == (
+        "no torch from 2.11 to 2.15 has a wheel for CPython 3.12 on linux-x86_64 (PyPI)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ build settings) comes from its one matrix record.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 import shutil
@@ -20,6 +21,7 @@ from .binaries.wheelfile import WheelAbi, cpython_tag, python_tag
 from .components import OS, component_table, operating_system, platforms, toolkit_table
 from .errors import COMMAND_LINE, InputError, Problem
 from .inputs import CudaEntry, Loaded, Matrix, Recipe, TorchRelease, load_matrix, load_recipe, requires_python
+from .inputs.matrix import torch_gap
 from .inputs.recipe import most_specific
 from .pytorch.index_pages import labelled_place
 from .sources import source_identity
@@ -82,6 +84,19 @@ class Variant:
         """For a build on LibTorch's stable ABI, the oldest torch it runs on (every newer one too); None for others."""
         stable = self.torch is not None and self.recipe.torch_abi == "stable"
         return self.recipe.torch_target if stable else None
+
+    @property
+    def torches_run_with(self) -> list[TorchRelease]:
+        """The torch releases the wheel runs with, newest first: the one it is built against, or for a stable-ABI
+        build every one of the train from its target on; none for a build without torch."""
+        if self.torch is None:
+            return []
+        target = self.torch_target
+        return [t for t in self.cuda.torch if Version(t.release) >= Version(target)] if target else [self.torch]
+
+    def torch_gap(self, python: str, platform: str) -> str | None:
+        """Why torch leaves out the variant's wheel for `python` on `platform`; None where it does not."""
+        return torch_gap(self.torch, self.torches_run_with, python, platform)
 
     @property
     def locked_torch(self) -> TorchRelease | None:
@@ -526,23 +541,37 @@ def _variants(matrix: Matrix, recipes: list[tuple[Recipe, Path]]) -> list[Varian
                 continue
             if recipe.torch and not entry.torch:
                 continue  # a build against torch needs the major's torch (the recipe check stops one that asks)
-            cells: list[Cell] = []
-            for platform in sorted(entry.platforms):
-                pythons = [
-                    python
-                    for python in matrix.python
-                    if not any(rule.matches(python, entry.major, platform) for rule in matrix.exclude)
-                ]
-                if not recipe.builds_on(platform) or not pythons:
-                    continue
-                if recipe.wheel_abi == "cpython":
-                    cells += [Cell(python, platform) for python in pythons]
-                else:  # one wheel for them all, built with the oldest
-                    pythons.sort(key=_version_key)
-                    cells.append(Cell(pythons[0], platform, recipe.wheel_abi, tuple(pythons)))
-            for torch in _torches(recipe, entry) if cells else ():
-                variants.append(Variant(recipe, recipe_dir, _built_with(entry, torch), tuple(cells), spec, torch))
+            for torch in _torches(recipe, entry):
+                variant = Variant(recipe, recipe_dir, _built_with(entry, torch), (), spec, torch)
+                cells = _cells(matrix, variant)
+                if cells:
+                    variants.append(dataclasses.replace(variant, cells=tuple(cells)))
     return variants
+
+
+def _cells(matrix: Matrix, variant: Variant) -> list[Cell]:
+    """The variant's wheels: each Python × platform of its major that the matrix keeps, the recipe builds on, and
+    torch has wheels for (to build with, and to run with)."""
+    cells: list[Cell] = []
+    for platform in sorted(variant.cuda.platforms):
+        if not variant.recipe.builds_on(platform):
+            continue
+        kept = [
+            python
+            for python in matrix.python
+            if not any(rule.matches(python, variant.major, platform) for rule in matrix.exclude)
+        ]
+        if variant.recipe.wheel_abi == "cpython":
+            cells += [Cell(python, platform) for python in kept if variant.torch_gap(python, platform) is None]
+            continue
+        # One wheel for them all, built with the oldest that the build's torch has a wheel for.
+        run_with = variant.torches_run_with
+        runs = sorted((p for p in kept if torch_gap(None, run_with, p, platform) is None), key=_version_key)
+        built = next((python for python in runs if variant.torch_gap(python, platform) is None), None)
+        if built is not None:
+            serves = tuple(python for python in runs if _version_key(python) >= _version_key(built))
+            cells.append(Cell(built, platform, variant.recipe.wheel_abi, serves))
+    return cells
 
 
 def _torches(recipe: Recipe, entry: CudaEntry) -> list[TorchRelease | None]:

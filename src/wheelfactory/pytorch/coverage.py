@@ -1,6 +1,7 @@
 """A coverage page per torch release of the trains, beside its index page: for each distribution built against it,
 every (Python, platform) cell of the matrix, and whether its wheel is there (built), is left out by the matrix (with
-the exclusion's reason) or by the recipe (its platforms), or was planned and is not there (missing) — so a user of
+the exclusion's reason), by the recipe (its platforms) or by torch (no torch wheel for that Python there, as the
+matrix's train records the index's), or was planned and is not there (missing) — so a user of
 that torch reads whether a build exists for them before pip says it does not."""
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ def _status(plan: Plan, variant: Variant, jobs: list[WheelJob], python: str, pla
         return f"excluded: {rule.reason or 'matrix.yaml excludes it'}"
     if not variant.recipe.builds_on(platform):
         return "excluded: the recipe builds for other platforms"
+    gap = variant.torch_gap(python, platform)
+    if gap is not None:
+        return f"excluded: {gap}"
     job = next((j for j in jobs if j.cell.platform == platform and python in j.cell.pythons), None)
     if job is None:
         return "missing: not in the plan"
