@@ -20,6 +20,7 @@ import pytest
 from wheelfactory.binaries.torchabi import stable_abi_problems
 from wheelfactory.binaries.wheelfile import pack, read_binaries
 from wheelfactory.built import BuiltWheel
+from wheelfactory.declared import torch_neighbours
 from wheelfactory.errors import InputError, ToolFailure
 from wheelfactory.plan import Cell, Variant, make_plan
 from wheelfactory.platforms import linux, windows
@@ -71,6 +72,9 @@ def test_a_stable_abi_wheel_is_left_out_only_where_no_torch_of_its_range_or_the_
     (wheel_abi: cpython) needs the build's torch for each: 3.15 is left out, and says why."""
     (cell,) = _variant(stable_project).cells
     assert (cell.python, cell.pythons) == ("3.10", ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15"))
+    # Smoke-tested beside the oldest torch a user of that Python has, and the newest pip takes.
+    beside = {python: torch_neighbours(_variant(stable_project), python, "linux-x86_64") for python in cell.pythons}
+    assert beside["3.10"] == ["torch==2.11.*", "torch>=2.11"] and beside["3.15"] == ["torch==2.15.*", "torch>=2.11"]
     recipe = stable_project / "recipes/stableop/recipe.yaml"
     recipe.write_text(recipe.read_text().replace("wheel_abi: abi3\n", ""))
     variant = _variant(stable_project)

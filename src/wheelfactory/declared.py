@@ -102,14 +102,15 @@ def torch_requirement(variant: Variant) -> str | None:
     return f"torch>={target}" if target else torch_build_requirement(variant)
 
 
-def torch_neighbours(variant: Variant) -> list[str]:
-    """The torch installs a wheel built against torch is smoke-tested beside: the release it requires, or for a
-    stable-ABI build the oldest it targets and the newest its requirement lets pip take."""
+def torch_neighbours(variant: Variant, python: str, platform: str) -> list[str]:
+    """The torch installs a wheel built against torch is smoke-tested beside on `python` and `platform`: the
+    release it requires, or for a stable-ABI build the oldest of its range with a wheel there (torch 2.11 has none
+    for CPython 3.15: 2.15 is the oldest a user of 3.15 has) and the newest its requirement lets pip take."""
     required = torch_requirement(variant)
     if required is None:
         return []
-    target = variant.torch_target
-    return [f"torch=={target}.*", required] if target else [required]
+    oldest = next((t for t in reversed(variant.torches_run_with) if t.has_wheel(python, platform)), None)
+    return [f"torch=={oldest.release}.*", required] if variant.torch_target and oldest else [required]
 
 
 def _recipe_entries(variant: Variant) -> list[tuple[set[str], str | None]]:

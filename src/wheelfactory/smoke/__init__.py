@@ -98,12 +98,15 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
             neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
         # A wheel built against torch beside each torch it must run with (a stable-ABI one: the oldest and the
         # newest), one after the other: each brings NVIDIA's wheels of its own.
-        torches: list[str | None] = list(torch_neighbours(built.variant)) or [None]
+        torches: dict[tuple[int, str | None], tuple[str, ...]] = {}  # (its place, a torch line) -> the Pythons
+        for python in pythons:
+            for place, line in enumerate(torch_neighbours(built.variant, python, built.cell.platform) or [None]):
+                torches[place, line] = (*torches.get((place, line), ()), python)
         results = []
-        for i, line in enumerate(torches):
+        for i, ((_, line), beside) in enumerate(sorted(torches.items(), key=lambda item: item[0][0])):
             (Path(scratch) / str(i)).mkdir()
             clean = _Clean(image, wheel, neighbour, steps, Path(scratch) / str(i), pool)
-            results += _beside_torch(built, line, pythons, clean, labelled=len(torches) > 1)
+            results += _beside_torch(built, line, beside, clean, labelled=len(torches) > 1)
         return [*results, metadata_tier.result()]
 
 
