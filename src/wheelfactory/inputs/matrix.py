@@ -81,13 +81,16 @@ def torch_gap(built_with: TorchRelease | None, run_with: list[TorchRelease], pyt
     if not run_with:
         return None
     newest = run_with[0]
-    where = f"CPython {python} on {platform} ({newest.index_shown})"
+    where = f"CPython {python} on {platform}"
     if not any(torch.has_wheel(python, platform) for torch in run_with):
         if len(run_with) == 1:
-            return f"torch {newest.release} has no wheel for {where}"
-        return f"no torch from {run_with[-1].release} to {newest.release} has a wheel for {where}"
+            return f"torch {newest.release} has no wheel for {where} ({newest.index_shown})"
+        return (
+            f"no torch from {run_with[-1].release} to {newest.release} has a wheel for {where} ({newest.index_shown})"
+        )
     if built_with is not None and not built_with.has_wheel(python, platform):
-        return f"torch {built_with.release}, which the build compiles against, has no wheel for {where}"
+        built = f"torch {built_with.release}, which the build compiles against,"
+        return f"{built} has no wheel for {where} ({built_with.index_shown})"
     return None
 
 
