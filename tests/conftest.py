@@ -92,8 +92,8 @@ def unavailable(why: str) -> NoReturn:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests under QEMU run last: .ci/run makes their arm64 image (4 minutes, mostly one core) beside the rest
-    of the suite instead of before it, and their fixture waits for that build."""
+    """The tests under QEMU run last: where their arm64 image (4 minutes, mostly one core) is still being made beside
+    the suite, their fixture waits for that build, and the rest of the suite need not."""
     emulated = {id(item) for item in items if "aarch64_image" in getattr(item, "fixturenames", ())}
     items.sort(key=lambda item: id(item) in emulated)  # stable: each part keeps its order
 

@@ -31,7 +31,7 @@ AARCH64_IMAGE = "manylinux-offline-aarch64:latest"
 def aarch64_image(docker: None) -> str:
     if machine() != "x86_64":
         pytest.skip("this host is not x86_64: its own image builds aarch64 natively")
-    await_build(AARCH64_IMAGE)  # .ci/run makes it beside the suite, whose tests under QEMU come last
+    await_build(AARCH64_IMAGE)  # a `nox -s image -- --arch aarch64` still at work: the tests under QEMU come last
     if not local_image(AARCH64_IMAGE):
         unavailable(f"no {AARCH64_IMAGE} — build it with `nox -s image -- --arch aarch64`")
     return AARCH64_IMAGE

@@ -188,8 +188,11 @@ def test_a_setuptools_source_with_two_packages(tmp_path: Path, build_image: str)
     assert next(ok for name, (ok, _) in tier1.items() if name.startswith("import multipkgx._runtime → ImportError"))
 
 
-# Among CI's slowest (2026-11-26: 130 s): a real upstream build from its sdist, pycuda's C++ and the subset of
+# CI's second slowest (2026-11-28: 164 s): a real upstream build from its sdist, pycuda's C++ and the subset of
 # Boost it bundles (Python, thread, system), 45 translation units; the one setup.py-only source with a configure step.
+# Heavy since the SBOM, the CUDA check and four more issues' tests brought CI past its 30 minutes: cuvec and pyvkfft
+# still take real sdists to dist/ there, and test_stage.py holds the bare exec of the package's __init__.py.
+@pytest.mark.heavy
 def test_pycuda_reaches_dist_though_its_setup_py_runs_its_init_bare(tmp_path: Path, build_image: str) -> None:
     # setup.py execs pycuda/__init__.py in an empty dict for its version: the variant module's import that the
     # factory adds there must not run then (a relative import without __package__ fails), and must on import.
