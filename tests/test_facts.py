@@ -282,3 +282,13 @@ def test_a_wheels_metadata_is_read_by_ranges_never_the_wheel_and_a_server_that_i
     whole = type("Whole", (Ranges,), {"body": body, "ignore": True})
     with serving(whole) as url, pytest.raises(BadBytes, match="ignores range requests"):
         remote_metadata(url + "big.whl", len(body))
+
+
+def test_a_page_linking_what_is_no_url_is_refused_naming_it(tmp_path: Path) -> None:
+    """A bracket where no IPv6 host can be makes urllib raise ValueError: the page is refused, not a traceback."""
+    page = {"files": [{"filename": "torch-2.16.0-cp312-cp312-manylinux_2_28_x86_64.whl", "url": "//[x/t.whl"}]}
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "index.html").write_text(json.dumps(page))
+    handler = functools.partial(PEP691, directory=str(tmp_path))
+    with serving(handler) as url, pytest.raises(BadBytes, match=r"links //\[x/t\.whl, which is no URL"):  # type: ignore[arg-type]
+        wheels(url, "torch")

@@ -188,7 +188,7 @@ def parse_project_page(page: str, body: bytes, kind: str) -> list[tuple[str, str
             parser.feed(body.decode("utf-8", errors="replace"))
         except AssertionError as exc:  # html.parser's way of refusing some malformed markup (`<![` …)
             raise ToolFailure(f"{shown(page)}: not an HTML project page ({shown(exc)}) — refused") from None
-        urls = [urljoin(page, urldefrag(href)[0]) for href in parser.links]
+        urls = [_absolute(page, urldefrag(href)[0]) for href in parser.links]
         # Links that name no file (a folder, another page) are passed over, as pip passes them.
         files = [
             (PurePosixPath(urlsplit(url).path).name, url) for url in urls if PurePosixPath(urlsplit(url).path).name
@@ -210,7 +210,16 @@ def _json_files(page: str, body: bytes) -> list[tuple[str, str]]:
         isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str) for f in files
     ):
         raise ToolFailure(f"{shown(page)}: a PEP 691 page whose files lack a filename or url — refused")
-    return [(f["filename"], urljoin(page, f["url"])) for f in files]
+    return [(f["filename"], _absolute(page, f["url"])) for f in files]
+
+
+def _absolute(page: str, link: str) -> str:
+    """`link` made absolute against the page; one urllib cannot parse (a bracket where no IPv6 host can be) refuses
+    the page."""
+    try:
+        return urljoin(page, link)
+    except ValueError as exc:
+        raise ToolFailure(f"{shown(page)} links {shown(link)}, which is no URL ({shown(exc)}) — refused") from None
 
 
 def _find_sdist(requirement: str) -> tuple[str, str]:

@@ -59,7 +59,10 @@ def _wheel(page: str, entry: object) -> Wheel | None:
         or not isinstance(entry.get("url"), str)
     ):
         raise BadBytes(f"{shown(page)}: a file entry without a filename or url — refused")
-    name, url = entry["filename"], urljoin(page, entry["url"])
+    try:
+        name, url = entry["filename"], urljoin(page, entry["url"])
+    except ValueError as exc:  # a bracket where no IPv6 host can be
+        raise BadBytes(f"{shown(page)} links {shown(entry['url'])}, which is no URL ({shown(exc)}) — refused") from None
     if entry.get("yanked") or not name.endswith(".whl") or urlsplit(url).scheme not in ("https", "http", "file"):
         return None
     try:
