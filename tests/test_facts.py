@@ -24,9 +24,10 @@ from packaging.version import Version
 from wheelfactory.cli import main
 from wheelfactory.components import toolkit_table
 from wheelfactory.errors import BadBytes
-from wheelfactory.facts.index import ACCEPT, wheels
+from wheelfactory.facts.index import wheels
 from wheelfactory.facts.toolkits import NewToolkit, host_limits, measure, newest_isa, specifier
 from wheelfactory.inputs import load_matrix
+from wheelfactory.untrusted import index_pages
 from wheelfactory.untrusted.ranges import RemoteFile, remote_metadata
 
 from .conftest import REPO, Quiet, serving
@@ -52,7 +53,7 @@ class PEP691(Quiet):
     """The recorded index: every page PEP 691 JSON, as PyPI answers an Accept of it."""
 
     def guess_type(self, path: str | object) -> str:
-        return "application/octet-stream" if str(path).endswith((".metadata", ".whl")) else ACCEPT
+        return "application/octet-stream" if str(path).endswith((".metadata", ".whl")) else index_pages.PEP691
 
 
 def _cibuildwheel(index: Path) -> None:

@@ -38,6 +38,7 @@ from wheelfactory.plan import make_plan
 from wheelfactory.platforms.linux import manylinux_policy
 from wheelfactory.smoke.nvidia import runtime_site
 from wheelfactory.untrusted import archives, cache
+from wheelfactory.untrusted.index_pages import PEP691
 from wheelfactory.untrusted.shown import one_line
 from wheelfactory.verify import verify
 
@@ -537,7 +538,6 @@ def _endless(out: io.BufferedIOBase) -> None:
         out.write(block)
 
 
-PEP691 = "application/vnd.pypi.simple.v1+json"
 PAGES: dict[str, tuple[str, bytes | Callable[[Any], None], str]] = {
     "no-url": (PEP691, json.dumps({"files": [{"filename": "pkg-1.0.tar.gz"}]}).encode(), "lack a filename or url"),
     "files-not-a-list": (PEP691, json.dumps({"files": "pkg-1.0.tar.gz"}).encode(), "lack a filename or url"),

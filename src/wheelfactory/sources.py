@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -21,9 +20,8 @@ import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename
@@ -38,6 +36,7 @@ from .inputs.recipe import ExtraSource
 from .progress import step
 from .untrusted import archives
 from .untrusted.cache import reusable, seal
+from .untrusted.index_pages import PEP691, pep503_links, pep691_files
 from .untrusted.shown import shown
 
 # What of a source folder is no part of the source: what a build or git leaves in it. The build's staged copy
@@ -146,25 +145,12 @@ def index_urls() -> list[str]:
     return [url if url.endswith("/") else url + "/" for url in [primary or PYPI, *extra]]
 
 
-class _Links(HTMLParser):
-    """The file links of a PEP 503 project page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href")
-        if tag == "a" and href:
-            self.links.append(href)
-
-
 def project_files(index: str, project: str) -> list[tuple[str, str]]:
     """(file name, absolute URL) of every file on the index's page for `project`. The page is read within the
     archive layer's bounds; a page that is not the format it says (a PEP 691 file without `url`, a name with a
     folder in it) is refused as a download failure, naming the page."""
     page = urljoin(index, f"{canonicalize_name(project)}/")
-    request = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    request = urllib.request.Request(page, headers={"Accept": f"{PEP691}, text/html;q=0.1"})
     try:
         with fetched():
             body, kind = archives.read_page(request)
@@ -179,47 +165,21 @@ def project_files(index: str, project: str) -> list[tuple[str, str]]:
 
 def parse_project_page(page: str, body: bytes, kind: str) -> list[tuple[str, str]]:
     """(file name, absolute URL) of each file a project page lists: PEP 691 JSON, else PEP 503 HTML. A page that
-    is not the format it says is refused (ToolFailure naming the page)."""
-    if kind == "application/vnd.pypi.simple.v1+json":
-        files = _json_files(page, body)
-    else:
-        parser = _Links()
-        try:
-            parser.feed(body.decode("utf-8", errors="replace"))
-        except AssertionError as exc:  # html.parser's way of refusing some malformed markup (`<![` …)
-            raise ToolFailure(f"{shown(page)}: not an HTML project page ({shown(exc)}) — refused") from None
-        urls = [_absolute(page, urldefrag(href)[0]) for href in parser.links]
-        # Links that name no file (a folder, another page) are passed over, as pip passes them.
-        files = [
-            (PurePosixPath(urlsplit(url).path).name, url) for url in urls if PurePosixPath(urlsplit(url).path).name
-        ]
+    is not the format it says is refused as a download failure (ToolFailure naming the page)."""
+    with fetched():
+        if kind == PEP691:
+            files = [(str(entry["filename"]), str(entry["url"])) for entry in pep691_files(page, body)]
+        else:
+            # Links that name no file (a folder, another page) are passed over, as pip passes them.
+            files = [
+                (PurePosixPath(urlsplit(url).path).name, url)
+                for url in pep503_links(page, body)
+                if PurePosixPath(urlsplit(url).path).name
+            ]
     for name, url in files:
         if "/" in name or "\\" in name or urlsplit(url).scheme not in ("http", "https", "file"):
             raise ToolFailure(f"{shown(page)} lists {shown(name)} at {shown(url)}, which no index serves — refused")
     return files
-
-
-def _json_files(page: str, body: bytes) -> list[tuple[str, str]]:
-    """The files of a PEP 691 JSON page, each a filename and a url (made absolute against the page)."""
-    try:
-        loaded = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise ToolFailure(f"{shown(page)}: not a PEP 691 project page ({shown(exc)}) — refused") from None
-    files = loaded.get("files") if isinstance(loaded, dict) else None
-    if not isinstance(files, list) or not all(
-        isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str) for f in files
-    ):
-        raise ToolFailure(f"{shown(page)}: a PEP 691 page whose files lack a filename or url — refused")
-    return [(f["filename"], _absolute(page, f["url"])) for f in files]
-
-
-def _absolute(page: str, link: str) -> str:
-    """`link` made absolute against the page; one urllib cannot parse (a bracket where no IPv6 host can be) refuses
-    the page."""
-    try:
-        return urljoin(page, link)
-    except ValueError as exc:
-        raise ToolFailure(f"{shown(page)} links {shown(link)}, which is no URL ({shown(exc)}) — refused") from None
 
 
 def _find_sdist(requirement: str) -> tuple[str, str]:

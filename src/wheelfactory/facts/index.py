@@ -5,7 +5,6 @@ layer's bounds, and every name from it shown escaped."""
 from __future__ import annotations
 
 import email.parser
-import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -17,10 +16,10 @@ from packaging.version import Version
 
 from ..errors import BadBytes, ToolFailure
 from ..untrusted import archives
+from ..untrusted.index_pages import PEP691, pep691_files
 from ..untrusted.ranges import remote_metadata
 from ..untrusted.shown import shown
 
-ACCEPT = "application/vnd.pypi.simple.v1+json"
 MAX_METADATA_BYTES = 1 << 20  # torch's METADATA is 36 KiB
 
 
@@ -40,29 +39,19 @@ class Wheel:
 
 
 def _get(url: str) -> bytes:
-    request = urllib.request.Request(url, headers={"Accept": ACCEPT})
+    request = urllib.request.Request(url, headers={"Accept": PEP691})
     try:
         body, kind = archives.read_page(request)
     except (urllib.error.URLError, OSError) as exc:
         raise ToolFailure(f"cannot read {shown(url)}: {shown(getattr(exc, 'reason', exc))}") from None
-    if kind != ACCEPT:
+    if kind != PEP691:
         raise ToolFailure(f"{shown(url)} answered {shown(kind)}, not PEP 691 JSON — is it a package index?")
     return body
 
 
-def _wheel(page: str, entry: object) -> Wheel | None:
-    """The wheel an entry of a PEP 691 page describes; None for an sdist, a yanked file or a name that is no
-    wheel's. An entry without its filename or url is refused (BadBytes naming the page)."""
-    if (
-        not isinstance(entry, dict)
-        or not isinstance(entry.get("filename"), str)
-        or not isinstance(entry.get("url"), str)
-    ):
-        raise BadBytes(f"{shown(page)}: a file entry without a filename or url — refused")
-    try:
-        name, url = entry["filename"], urljoin(page, entry["url"])
-    except ValueError as exc:  # a bracket where no IPv6 host can be
-        raise BadBytes(f"{shown(page)} links {shown(entry['url'])}, which is no URL ({shown(exc)}) — refused") from None
+def _wheel(entry: dict[str, object]) -> Wheel | None:
+    """The wheel a PEP 691 file entry describes; None for an sdist, a yanked file or a name that is no wheel's."""
+    name, url = str(entry["filename"]), str(entry["url"])
     if entry.get("yanked") or not name.endswith(".whl") or urlsplit(url).scheme not in ("https", "http", "file"):
         return None
     try:
@@ -84,14 +73,7 @@ def _wheel(page: str, entry: object) -> Wheel | None:
 def wheels(index: str, project: str) -> list[Wheel]:
     """Every wheel of `project` on `index` (final or pre-release, never yanked), as its PEP 691 page lists them."""
     page = urljoin(index, f"{canonicalize_name(project)}/")
-    try:
-        loaded = json.loads(_get(page))
-    except (ValueError, RecursionError) as exc:
-        raise BadBytes(f"{shown(page)}: not a PEP 691 project page ({shown(exc)}) — refused") from None
-    files = loaded.get("files") if isinstance(loaded, dict) else None
-    if not isinstance(files, list):
-        raise BadBytes(f"{shown(page)}: a PEP 691 page without its files — refused")
-    return [wheel for entry in files if (wheel := _wheel(page, entry)) is not None]
+    return [wheel for entry in pep691_files(page, _get(page)) if (wheel := _wheel(entry)) is not None]
 
 
 def finals(found: list[Wheel]) -> dict[Version, list[Wheel]]:
