@@ -17,6 +17,7 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
+from wheelfactory import sources
 from wheelfactory.cli import main
 from wheelfactory.drafting import SourceGiven, complete_recipe, draft_recipe
 from wheelfactory.errors import BadBytes
@@ -226,3 +227,14 @@ def test_a_recipe_reached_through_a_link_is_not_completed(project: Path, tmp_pat
     report.write_text(json.dumps({"wheels": [{**entry, "binaries": [binary]}]}))
     assert main(["--root", str(project), "recipe", "--from-report", str(report), "--recipe", "linked"]) == 2
     assert (outside / "recipe.yaml").read_text(encoding="utf-8") == recipe
+
+
+def test_a_package_outside_the_usual_roots_is_the_shallowest_real_one_and_no_link_is_taken(tmp_path: Path) -> None:
+    tree, elsewhere = tmp_path / "tree", tmp_path / "elsewhere"
+    for folder in (tree / "a" / "b" / "pkg" / "core", tree / "z" / "pkg" / "core", elsewhere / "pkg" / "core"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (tree / "y").mkdir()
+    (tree / "y" / "pkg").symlink_to(elsewhere / "pkg")  # shallower than z/, sorted before it, and a link
+    assert sources.package_dir(tree, "pkg.core") == Path("z/pkg/core")
+    assert sources.package_dir(tree, "other") is None

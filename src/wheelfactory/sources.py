@@ -38,6 +38,7 @@ from .untrusted import archives
 from .untrusted.cache import reusable, seal
 from .untrusted.index_pages import PEP691, pep503_links, pep691_files
 from .untrusted.shown import shown
+from .untrusted.trees import walk
 
 # What of a source folder is no part of the source: what a build or git leaves in it. The build's staged copy
 # leaves it out, and so does the folder's content hash.
@@ -296,11 +297,17 @@ PACKAGE_ROOTS = ("src", "python", ".")
 
 def package_dir(tree: Path, package: str) -> Path | None:
     """The folder (relative to `tree`) of the import package `package` ("pkg" or "pkg.sub") in a source tree:
-    under src/, python/ or the root, else the shallowest one anywhere; None when the source has none."""
+    under src/, python/ or the root, else the shallowest one anywhere (among the first trees.MAX_ENTRIES entries);
+    None when the source has none."""
     parts = package.split(".")
     for base in PACKAGE_ROOTS:
         candidate = tree.joinpath(base, *parts)
         if (candidate / "__init__.py").is_file():
             return candidate.relative_to(tree)
-    found = sorted(tree.rglob(f"{'/'.join(parts)}/__init__.py"), key=lambda p: (len(p.parts), p))
-    return found[0].parent.relative_to(tree) if found else None
+    # The tree's entries, shallowest first and in name order, as many as trees.walk looks at.
+    for entry in walk(tree):
+        relative = entry.relative_to(tree)
+        named = entry.name == "__init__.py" and relative.parts[:-1][-len(parts) :] == tuple(parts)
+        if named and entry.is_file() and not entry.is_symlink():
+            return relative.parent
+    return None
