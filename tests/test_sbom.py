@@ -13,7 +13,7 @@ from auditwheel.sboms import create_sbom_for_wheel
 
 from wheelfactory.errors import BadBytes
 from wheelfactory.sbom.checks import read_sbom, sbom_problems
-from wheelfactory.sbom.compose import grafted_by_auditwheel
+from wheelfactory.sbom.compose import grafted_by_auditwheel, grafted_by_delvewheel
 from wheelfactory.sbom.document import (
     MAX_SBOM_BYTES,
     Grafted,
@@ -114,6 +114,28 @@ def test_auditwheel_s_own_sbom_is_merged_and_one_it_did_not_write_is_refused(tmp
     (sboms / "auditwheel.cdx.json").write_text('{"components": [{}, {"version": "1"}]}')
     with pytest.raises(BadBytes, match="not the CycloneDX auditwheel writes"):
         grafted_by_auditwheel(sboms.parent)
+
+
+def test_delvewheel_s_dlls_are_the_grafted_ones_of_its_folder_or_of_its_renaming_at_the_top(tmp_path: Path) -> None:
+    """The folder case is also held to a real delvewheel repair in tests/test_windows.py; here the layout delvewheel
+    writes where a module sits at the wheel's top (its DLLs beside it, renamed), placed by hand."""
+    tree = tmp_path / "tree"
+    info = tree / "winprobe_cuda12x-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    for name in ("_probe.cp312-win_amd64.pyd", "own.dll", f"helper-{'0a' * 16}.dll"):
+        (tree / name).write_bytes(b"MZ")
+    assert grafted_by_delvewheel(tree, info) == ()  # no DELVEWHEEL log: delvewheel did not repair it
+    (info / "DELVEWHEEL").write_text("Version: 1.13.2\n")
+    assert grafted_by_delvewheel(tree, info) == (Grafted("helper.dll", "", "", "delvewheel"),)
+    libs = tree / "winprobe_cuda12x.libs"
+    libs.mkdir()
+    (libs / "msvcp140-0123456789abcdef0123456789abcdef.dll").write_bytes(b"MZ")
+    (libs / "zlib.dll").write_bytes(b"MZ")  # delvewheel keeps some names (--no-mangle)
+    (libs / "linked.dll").symlink_to(tree / "own.dll")
+    assert grafted_by_delvewheel(tree, info) == (
+        Grafted("msvcp140.dll", "", "", "delvewheel"),
+        Grafted("zlib.dll", "", "", "delvewheel"),
+    )
 
 
 def _rewrite_sbom(wheel: Path, change: dict[str, object]) -> Path:

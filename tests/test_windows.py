@@ -34,6 +34,7 @@ from wheelfactory.render import render_plan
 from wheelfactory.repair import read_binaries_of, repair
 from wheelfactory.sbom.checks import read_sbom, sbom_problems
 from wheelfactory.sbom.compose import linked
+from wheelfactory.sbom.document import Grafted
 from wheelfactory.sources import source_identity
 from wheelfactory.toolkit.provision import Toolkit, provision
 
@@ -282,6 +283,7 @@ def test_delvewheel_vendors_the_helper_but_no_cuda_dll_and_the_loader_is_right(
     blas_module = next(m for m in built.binaries if "/_blas" in m)
     wheels = {component_table().get(name, major).distribution for name in ("cudart", "cublas")}  # type: ignore[union-attr]
     assert {r.name for r in read_sbom(built.path)[0].requires if blas_module in r.linked_by} == wheels
+    assert read_sbom(built.path)[0].grafted == (Grafted("helper.dll", "", "", "delvewheel"),)
 
     # The loader, run as on Windows: sys.platform and os.add_dll_directory stand in for a Windows host. First
     # with NVIDIA's DLLs beside the package, then with them in another sys.path entry (pip install --target).

@@ -2,12 +2,14 @@
 wheel holds (each file's sha256, as RECORD will give it), what it was built from (the recipe's source), what built
 it (the toolkit, nvcc and the files it came from, the host compiler, the image, cibuildwheel, the repair tool, the
 factory), what it will load (each NVIDIA wheel and torch it requires, tied to the files that link them; the driver
-its device code needs) and what the repair grafted (auditwheel's own SBOM, kept beside it and merged in)."""
+its device code needs) and what the repair grafted (auditwheel's own SBOM, kept beside it and merged in; the DLLs
+delvewheel vendored, read from where it puts them)."""
 
 from __future__ import annotations
 
 import email.parser
 import json
+import re
 from importlib import metadata
 from pathlib import Path
 
@@ -135,6 +137,31 @@ def grafted_by_auditwheel(info: Path) -> tuple[Grafted, ...]:
         raise BadBytes(f"{shown(path.name)}: not the CycloneDX auditwheel writes ({shown(exc)})") from None
 
 
+# delvewheel's own traces: its log in the .dist-info (first line "Version: X"), the folder it vendors DLLs into
+# (`<distribution>` and its default --lib-sdir, which the factory's repair command keeps), and the name it gives a
+# DLL it renames: a 32-digit hash of its content before the extension.
+DELVEWHEEL_LOG = "DELVEWHEEL"
+DELVEWHEEL_LIBS = ".libs"
+_DELVEWHEEL_RENAMED = re.compile(r"(?P<stem>.+)-[0-9a-f]{32}(?P<extension>\.dll)", re.IGNORECASE)
+
+
+def grafted_by_delvewheel(tree: Path, info: Path) -> tuple[Grafted, ...]:
+    """The DLLs delvewheel vendored, where its log says it repaired the wheel: every DLL of its folder
+    `<distribution>.libs/`, or, where it had to put them beside a module at the wheel's top, the DLLs there that
+    carry its renaming; each by the name it had before."""
+    if not (info / DELVEWHEEL_LOG).is_file():
+        return ()
+    folder = tree / (info.name.removesuffix(".dist-info").rsplit("-", 1)[0] + DELVEWHEEL_LIBS)
+    in_folder = folder.is_dir() and not folder.is_symlink()
+    grafted = []
+    for dll in sorted((folder if in_folder else tree).glob("*.[dD][lL][lL]")):
+        renamed = _DELVEWHEEL_RENAMED.fullmatch(dll.name)
+        if dll.is_file() and not dll.is_symlink() and (in_folder or renamed):
+            name = renamed["stem"] + renamed["extension"] if renamed else dll.name
+            grafted.append(Grafted(name, "", "", "delvewheel"))
+    return tuple(grafted)
+
+
 def write_sbom(tree: Path, built: BuiltWheel, binaries: dict[str, Binary]) -> Path:
     """Write the wheel's SBOM into its unpacked tree (every other change made): <dist-info>/sboms/."""
     (info,) = tree.glob("*.dist-info")
@@ -150,7 +177,7 @@ def write_sbom(tree: Path, built: BuiltWheel, binaries: dict[str, Binary]) -> Pa
         tools=build_tools(built),
         requires=required(found.get_all("Requires-Dist") or [], built, linked(built, binaries)),
         runs_on=runs_on(built, binaries),
-        grafted=grafted_by_auditwheel(info),
+        grafted=grafted_by_auditwheel(info) + grafted_by_delvewheel(tree, info),
     )
     target = info / SBOMS_DIR / SBOM_NAME
     target.parent.mkdir(exist_ok=True)

@@ -83,12 +83,13 @@ class RunsOn:
 
 @dataclass(frozen=True)
 class Grafted:
-    """A library the repair grafted into the wheel, as the repair tool's own SBOM names it."""
+    """A library the repair grafted into the wheel, as the repair tool's own SBOM (auditwheel) or its folder of
+    vendored DLLs (delvewheel) names it."""
 
     name: str
     version: str
     purl: str
-    by: str  # auditwheel
+    by: str  # auditwheel or delvewheel
 
 
 @dataclass(frozen=True)
