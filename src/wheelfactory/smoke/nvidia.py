@@ -15,7 +15,7 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from packaging.version import Version
 
 from .. import host
-from ..binaries.wheelfile import WheelName, extras, marker_environment, metadata, unpack
+from ..binaries.wheelfile import WheelMetadata, marker_environment, unpack
 from ..components import OS
 from ..errors import ToolFailure, fetched
 from ..platforms import platform_of
@@ -27,14 +27,14 @@ from . import resolutions
 
 
 def nvidia_requirements(
-    wheel: Path, requires_of: Callable[[NormalizedName], list[str] | None]
+    wheel: WheelMetadata, requires_of: Callable[[NormalizedName], list[str] | None]
 ) -> Iterator[Requirement]:
     """Each NVIDIA requirement pip meets when it installs `wheel` with all its extras on the wheel's machine: the
     wheel's own, then those of each NVIDIA distribution they name (`requires_of(name)`: its Requires-Dist, asked
     once a distribution, after a requirement on it was yielded)."""
-    environment = marker_environment(WheelName.of(wheel))
-    wanted_extras = ["", *extras(wheel)]
-    pending = [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]
+    environment = marker_environment(wheel.name)
+    wanted_extras = ["", *wheel.extras]
+    pending = wheel.requires_dist()
     followed: set[NormalizedName] = set()
     while pending:
         requirement = pending.pop()
@@ -92,11 +92,13 @@ def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVe
     return found
 
 
-def nvidia_wheels(wheel: Path, versions: NvidiaVersions, pinned: dict[str, str] | None = None) -> tuple[Path, ...]:
+def nvidia_wheels(
+    wheel: WheelMetadata, versions: NvidiaVersions, pinned: dict[str, str] | None = None
+) -> tuple[Path, ...]:
     """The NVIDIA wheels pip would install with `wheel` and all its extras, at the lowest versions its
     Requires-Dist admit or at the newest: what the smoke tiers' CUDA layouts hold. `pinned`: NVIDIA's wheels that
     another requirement pins exactly (torch's, name -> version): those at that version, whatever the floors."""
-    name = WheelName.of(wheel)
+    name = wheel.name
     pinned = pinned or {}
     own = sorted(
         {
