@@ -1,0 +1,114 @@
+"""Measure what each smoke check's isolation costs: the fork server against an interpreter of its own per check.
+
+Builds cuprobe-cuda12x for cp312 and the py3-none ctlib (tests/sources/ctlib: a CUDA library opened with ctypes
+at import; smoke-tested on 3.10 and 3.13) once each (untimed), then smoke-tests each wheel as `build-cuda12` does,
+every call into the probe run twice in the smoke's container: as the smoke runs it (where the OS forks: one
+pristine interpreter per set of flags, each check a child of it, those that begin by importing the package forked
+from a child that imported it once), and with each check in an interpreter of its own that imports everything
+again (as the probe runs where the OS cannot fork — Windows — and as every check ran before). The two must reach
+the same outcome on every check (verdict, detail, every CUDA library mapped); the figures are each probe call's
+wall time both ways (a probe call is one layout's, or the two-variants folder's, checks), per layout and per check.
+
+Usage: python bench/bench_probe.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 3]
+(needs Docker; a few minutes, most of it the two builds when the caches are cold)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from argparse import Namespace
+from pathlib import Path
+
+from benchlib import REPO, arguments, show
+
+from wheelfactory.built import BuiltWheel
+from wheelfactory.pipeline import BuildRequest, build
+from wheelfactory.plan import copy_inputs
+from wheelfactory.smoke import machines, smoke
+from wheelfactory.smoke.machines import TOOLS, ContainerMachine
+
+# The probe with os.fork taken away: each check in an interpreter of its own (the probe's own other path).
+EACH_ITS_OWN = (
+    "import os, runpy, sys; del os.fork; sys.argv[0] = {probe!r}; runpy.run_path({probe!r}, run_name='__main__')"
+)
+
+# (the probe call's name, how many statements it ran, seconds forked, seconds each in its own interpreter)
+Timed = tuple[str, int, float, float]
+
+
+def _probing_both_ways(timed: list[Timed]) -> None:
+    """Every probe call of the smoke also run with each check in an interpreter of its own, timed, compared."""
+    forked_probe = ContainerMachine.probe
+
+    def probe(self: ContainerMachine, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
+        started = time.monotonic()
+        forked = forked_probe(self, python, checks)
+        middle = time.monotonic()
+        command = [python, "-c", EACH_ITS_OWN.format(probe=f"{TOOLS}/wheelfactory_probe.py"), json.dumps(checks)]
+        own = machines._outcomes(self._exec("probe, each check in its own interpreter", command), checks)
+        ended = time.monotonic()
+        for check, one, other in zip(checks, forked, own, strict=True):
+            seen = [(o["ok"], o["detail"], o.get("libraries")) for o in (one, other)]
+            if seen[0] != seen[1]:
+                raise SystemExit(f"forked and in its own interpreter differ: {check}: {seen}")
+        statements = sum(1 for c in checks if "command" not in c)
+        where = f"{self.python}: {machines._venv(python)}"
+        timed.append((where, statements, middle - started, ended - middle))
+        return forked
+
+    ContainerMachine.probe = probe  # type: ignore[method-assign]
+
+
+def _built(root: Path, recipe: str, pythons: list[str], args: Namespace) -> BuiltWheel:
+    (record,) = build(BuildRequest(root, 12, pythons, [recipe], args.image, "linux", root / args.matrix))
+    if not record.passed:
+        raise SystemExit(f"{recipe}'s wheel did not pass: {record.why_not()}")
+    return record.built
+
+
+def main() -> int:
+    args = arguments(runs=3)
+    timed: list[Timed] = []
+    with tempfile.TemporaryDirectory(prefix="bench-probe-") as scratch:
+        root = copy_inputs(REPO, Path(scratch) / "project")
+        shutil.copytree(REPO / "tests/sources/ctlib", root / "recipes/ctlib/source")
+        shutil.copy(REPO / "tests/sources/ctlib.recipe.yaml", root / "recipes/ctlib/recipe.yaml")
+        wheels = [_built(root, "cuprobe", ["3.12"], args), _built(root, "ctlib", ["3.10", "3.13"], args)]
+        _probing_both_ways(timed)
+        for built in wheels:
+            for _ in range(args.runs):
+                if not all(r.passed for r in smoke(built)):
+                    raise SystemExit(f"a smoke of {built.path.name} failed")
+        names = [built.path.name for built in wheels]
+    calls: dict[str, list[Timed]] = {}
+    for call in timed:
+        calls.setdefault(call[0], []).append(call)
+    figures = [(f"each probe call (a layout's checks), median of {args.runs} smoke runs of {', '.join(names)}", "")]
+    figures.append(("  call: statements — forked / each in its own interpreter = saved per check", ""))
+    for where, runs in calls.items():
+        n = runs[0][1]
+        forked, own = statistics.median(r[2] for r in runs), statistics.median(r[3] for r in runs)
+        per_check = (own - forked) / n * 1000 if n else 0.0
+        figures.append(
+            (f"  {where}: {n}", f"{forked:5.2f} s / {own:5.2f} s = {own / forked:4.1f}×, {per_check:4.0f} ms")
+        )
+    forked_all = sum(statistics.median(r[2] for r in runs) for runs in calls.values())
+    own_all = sum(statistics.median(r[3] for r in runs) for runs in calls.values())
+    statements = sum(runs[0][1] for runs in calls.values())
+    figures.append(
+        (
+            f"  all {len(calls)} calls, {statements} statements (run one after another)",
+            f"{forked_all:5.2f} s / {own_all:5.2f} s = {own_all / forked_all:4.1f}×",
+        )
+    )
+    show(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
