@@ -23,7 +23,7 @@ from wheelfactory.binaries.wheelfile import WheelMetadata, WheelName
 from wheelfactory.built import BuiltWheel
 from wheelfactory.errors import UserError
 from wheelfactory.plan import Variant, make_plan
-from wheelfactory.smoke import installs, nvidia, resolutions
+from wheelfactory.smoke import installs, nvidia, resolutions, schedule
 from wheelfactory.smoke.installs import download_requirements, requirements_met
 from wheelfactory.smoke.machines import Layout
 from wheelfactory.smoke.results import Steps
@@ -278,3 +278,29 @@ def test_the_other_requirements_are_resolved_once_an_hour_for_each_python(
     resolutions.resolve_afresh()
     with pytest.raises(_Asked):
         download_requirements(WheelMetadata.read(wheel), "3.12", tmp_path / "refreshed", [])
+
+
+def test_the_smokes_order_is_written_down_each_step_naming_what_it_waits_for(project: Path, tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path, "manylinux_2_28_x86_64")
+    (tmp_path / "scratch").mkdir()
+    image = "quay.io/pypa/manylinux_2_28_x86_64"
+    written = smoke.SmokeSchedule(
+        _built(_variant(project), wheel, image), WheelMetadata.read(wheel), image, tmp_path / "scratch", Steps()
+    )
+    waits = {step.name: set(step.after) for step in schedule.ordered(written.steps())}
+    assert waits["tier 3"] == set()  # on this host, beside everything else
+    assert waits["lay out the runtime sites"] == {"NVIDIA's wheels at the floors", "NVIDIA's wheels at the newest"}
+    fetched = {"lay out the runtime sites", "what torch installs", "a stand-in of another variant"}
+    assert waits["start the container"] == {*fetched, "3.12: download the requirements"}
+    venvs = {"start the container", "3.12: create the venvs"}
+    # pip into the first venv (copied into the others), into the --target folder and the two-variants folder: side
+    # by side, each tier once the install it uses is done.
+    for install in ("install into the venvs", "install into the --target folder", "install the two variants"):
+        assert waits[f"3.12: {install}"] == venvs
+    assert waits["3.12: tier 1"] == {*venvs, "3.12: install into the venvs"}
+    for layout in ("venv, floors", "system-site-packages, floors", "venv, newest"):
+        assert waits[f"3.12: tier 2 ({layout})"] == {"start the container", "3.12: install into the venvs"}
+    assert waits["3.12: tier 2 (target, floors)"] == {"start the container", "3.12: install into the --target folder"}
+    assert waits["3.12: two variants"] == {*venvs, "3.12: install the two variants"}
+    tiers = {name for name in waits if name.startswith("3.12: tier") or name == "3.12: two variants"}
+    assert waits["stop the container"] == {"start the container", *tiers}

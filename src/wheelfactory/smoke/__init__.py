@@ -34,7 +34,7 @@ pip resolved them, and its two-variants check runs with the first layout's venv.
 a check. A wheel on LibTorch's stable ABI gets tiers 1 and 2 twice: beside the oldest torch it targets and beside
 the newest its requirement lets pip take, each with the NVIDIA wheels that torch pins.
 
-The order of all this is written down in one place, `_Schedule` below: a list of steps, each naming the steps it
+The order of all this is written down in one place, `SmokeSchedule` below: a list of steps, each naming the steps it
 waits for, which schedule.py runs, each step as soon as those are done. The wheel's METADATA is read once, here.
 Each tier's checks run in one call into the machine (probe.py, run there as a script), each check as fresh as a new
 interpreter. A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and
@@ -95,7 +95,7 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
         )
     image = built.image if machine_kind == "container" else None  # the clean machine: a container of it, or this host
     with tempfile.TemporaryDirectory(prefix="smoke-") as scratch:
-        written = _Schedule(built, WheelMetadata.read(wheel), image, Path(scratch), steps)
+        written = SmokeSchedule(built, WheelMetadata.read(wheel), image, Path(scratch), steps)
         try:
             done = schedule.run(written.steps(), steps)
         finally:
@@ -134,7 +134,7 @@ def _filled_by(done: Done, names: tuple[str, ...]) -> list[Check]:
     return next(done[name] for name in names if done[name] is not None)
 
 
-class _Schedule:
+class SmokeSchedule:
     """One wheel's smoke, written down: `steps()` lists them in an order they may start in, each naming what it
     waits for. A wheel built against torch is smoke-tested beside each torch it must run with (a stable-ABI one:
     the oldest and the newest), one after the other: each brings NVIDIA's wheels of its own."""
