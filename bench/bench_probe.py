@@ -2,12 +2,14 @@
 
 Builds cuprobe-cuda12x for cp312 and the py3-none ctlib (tests/sources/ctlib: a CUDA library opened with ctypes
 at import; smoke-tested on 3.10 and 3.13) once each (untimed), then smoke-tests each wheel as `build-cuda12` does,
-every call into the probe run twice in the smoke's container: as the smoke runs it (where the OS forks: one
+every call into the probe, once the smoke has its outcomes, run again twice in the smoke's container: as the smoke
+runs it (where the OS forks: one
 pristine interpreter per set of flags, each check a child of it, those that begin by importing the package forked
 from a child that imported it once), and with each check in an interpreter of its own that imports everything
 again (as the probe runs where the OS cannot fork — Windows — and as every check ran before). The two must reach
-the same outcome on every check (verdict, detail, every CUDA library mapped); the figures are each probe call's
-wall time both ways (a probe call is one layout's, or the two-variants folder's, checks), per layout and per check.
+the same outcome on every check (verdict, detail, every CUDA library mapped); the figures are those two runs' wall
+times, statements only (a program runs the same either way), one call at a time (the smoke probes its
+layouts side by side), per layout (a probe call: one venv's checks) and per statement.
 
 Usage: python bench/bench_probe.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 3]
 (needs Docker; a few minutes, most of it the two builds when the caches are cold)
@@ -20,6 +22,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from argparse import Namespace
 from pathlib import Path
@@ -42,24 +45,31 @@ Timed = tuple[str, int, float, float]
 
 
 def _probing_both_ways(timed: list[Timed]) -> None:
-    """Every probe call of the smoke also run with each check in an interpreter of its own, timed, compared."""
-    forked_probe = ContainerMachine.probe
+    """Every probe call of the smoke, once the smoke has its outcomes, run again both ways, statements only (a
+    program, such as `python -m pkg._cuda_variant`, runs the same either way), one call at a time (the smoke probes
+    its layouts side by side: timed so, each call would be timed against the others), outcomes compared."""
+    smokes_probe, one_at_a_time = ContainerMachine.probe, threading.Lock()
 
     def probe(self: ContainerMachine, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
-        started = time.monotonic()
-        forked = forked_probe(self, python, checks)
-        middle = time.monotonic()
-        command = [python, "-c", EACH_ITS_OWN.format(probe=f"{TOOLS}/wheelfactory_probe.py"), json.dumps(checks)]
-        own = machines._outcomes(self._exec("probe, each check in its own interpreter", command), checks)
-        ended = time.monotonic()
-        for check, one, other in zip(checks, forked, own, strict=True):
+        outcomes = smokes_probe(self, python, checks)
+        statements = [c for c in checks if "command" not in c]
+        if not statements:
+            return outcomes
+        with one_at_a_time:
+            started = time.monotonic()
+            forked = smokes_probe(self, python, statements)
+            middle = time.monotonic()
+            own_command = [python, "-c", EACH_ITS_OWN.format(probe=f"{TOOLS}/wheelfactory_probe.py")]
+            ran = self._exec("probe, each check in its own interpreter", [*own_command, json.dumps(statements)])
+            own = machines._outcomes(ran, statements)
+            ended = time.monotonic()
+        for check, one, other in zip(statements, forked, own, strict=True):
             seen = [(o["ok"], o["detail"], o.get("libraries")) for o in (one, other)]
             if seen[0] != seen[1]:
                 raise SystemExit(f"forked and in its own interpreter differ: {check}: {seen}")
-        statements = sum(1 for c in checks if "command" not in c)
         where = f"{self.python}: {machines._venv(python)}"
-        timed.append((where, statements, middle - started, ended - middle))
-        return forked
+        timed.append((where, len(statements), middle - started, ended - middle))
+        return outcomes
 
     ContainerMachine.probe = probe  # type: ignore[method-assign]
 
@@ -89,7 +99,7 @@ def main() -> int:
     for call in timed:
         calls.setdefault(call[0], []).append(call)
     figures = [(f"each probe call (a layout's checks), median of {args.runs} smoke runs of {', '.join(names)}", "")]
-    figures.append(("  call: statements — forked / each in its own interpreter = saved per check", ""))
+    figures.append(("  Python: venv: statements — forked / each in its own interpreter = saved per statement", ""))
     for where, runs in calls.items():
         n = runs[0][1]
         forked, own = statistics.median(r[2] for r in runs), statistics.median(r[3] for r in runs)
@@ -102,7 +112,7 @@ def main() -> int:
     statements = sum(runs[0][1] for runs in calls.values())
     figures.append(
         (
-            f"  all {len(calls)} calls, {statements} statements (run one after another)",
+            f"  all {len(calls)} calls, {statements} statements",
             f"{forked_all:5.2f} s / {own_all:5.2f} s = {own_all / forked_all:4.1f}×",
         )
     )
