@@ -67,7 +67,8 @@ def _probing_both_ways(timed: list[Timed]) -> None:
             seen = [(o["ok"], o["detail"], o.get("libraries")) for o in (one, other)]
             if seen[0] != seen[1]:
                 raise SystemExit(f"forked and in its own interpreter differ: {check}: {seen}")
-        where = f"{self.python}: {machines._venv(python)}"
+        # A venv's calls: a tier's, and the two-variants check's, which runs with the bare venv (tier 1's) too.
+        where = f"{self.python}: {machines._venv(python)}, {len(statements)} statements"
         timed.append((where, len(statements), middle - started, ended - middle))
         return outcomes
 
@@ -99,14 +100,12 @@ def main() -> int:
     for call in timed:
         calls.setdefault(call[0], []).append(call)
     figures = [(f"each probe call (a layout's checks), median of {args.runs} smoke runs of {', '.join(names)}", "")]
-    figures.append(("  Python: venv: statements — forked / each in its own interpreter = saved per statement", ""))
+    figures.append(("  Python: venv, statements: forked / each in its own interpreter = saved per statement", ""))
     for where, runs in calls.items():
         n = runs[0][1]
         forked, own = statistics.median(r[2] for r in runs), statistics.median(r[3] for r in runs)
         per_check = (own - forked) / n * 1000 if n else 0.0
-        figures.append(
-            (f"  {where}: {n}", f"{forked:5.2f} s / {own:5.2f} s = {own / forked:4.1f}×, {per_check:4.0f} ms")
-        )
+        figures.append((f"  {where}", f"{forked:5.2f} s / {own:5.2f} s = {own / forked:4.1f}×, {per_check:4.0f} ms"))
     forked_all = sum(statistics.median(r[2] for r in runs) for runs in calls.values())
     own_all = sum(statistics.median(r[3] for r in runs) for runs in calls.values())
     statements = sum(runs[0][1] for runs in calls.values())
