@@ -11,7 +11,12 @@ the same outcome on every check (verdict, detail, every CUDA library mapped); th
 times, statements only (a program runs the same either way), one call at a time (the smoke probes its
 layouts side by side), per layout (a probe call: one venv's checks) and per statement.
 
+Last, on an interpreter of this host that has NumPy (--numpy-python; default: this one): statements importing a
+package that imports NumPy (as CuPy does; OpenBLAS starts a thread pool at import, which the probe holds to one
+thread so that the package is imported once for them), forked against each in its own interpreter.
+
 Usage: python bench/bench_probe.py [--image manylinux-offline:latest] [--matrix matrix-offline.yaml] [--runs 3]
+                                   [--numpy-python python3]
 (needs Docker; a few minutes, most of it the two builds when the caches are cold)
 """
 
@@ -20,11 +25,13 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from argparse import Namespace
+from importlib.resources import as_file
 from pathlib import Path
 
 from benchlib import REPO, arguments, show
@@ -33,7 +40,7 @@ from wheelfactory.built import BuiltWheel
 from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs
 from wheelfactory.smoke import machines, smoke
-from wheelfactory.smoke.machines import TOOLS, ContainerMachine
+from wheelfactory.smoke.machines import PROBE_SOURCE, TOOLS, ContainerMachine
 
 # The probe with os.fork taken away: each check in an interpreter of its own (the probe's own other path).
 EACH_ITS_OWN = (
@@ -75,6 +82,36 @@ def _probing_both_ways(timed: list[Timed]) -> None:
     ContainerMachine.probe = probe  # type: ignore[method-assign]
 
 
+def _numpy_user(scratch: Path, python: str, statements: int = 20) -> list[tuple[str, str]]:
+    """A package that imports NumPy (whose OpenBLAS starts a thread pool at import, as under CuPy), `statements`
+    statements importing it, through the probe on interpreter `python`: forked, and each in its own interpreter."""
+    has_numpy = subprocess.run([python, "-c", "import numpy"], capture_output=True, check=False).returncode == 0
+    if not has_numpy:
+        return [("a package that imports NumPy", f"not measured: no NumPy in {python} (--numpy-python)")]
+    (scratch / "uses_numpy").mkdir()
+    (scratch / "uses_numpy/__init__.py").write_text("import os, numpy\nPID = os.getpid()\n")
+    (scratch / "uses_numpy/sub.py").write_text("")
+    check = {"statement": "import uses_numpy.sub, os; assert uses_numpy.PID != os.getpid()", "expect": "ok"}
+    checks = json.dumps([{**check, "pythonpath": str(scratch)}] * statements)
+    seconds, shared = {}, {}
+    with as_file(PROBE_SOURCE) as probe:
+        for way, command in (("forked", [str(probe)]), ("own", ["-c", EACH_ITS_OWN.format(probe=str(probe))])):
+            started = time.monotonic()
+            ran = subprocess.run([python, *command, checks], capture_output=True, text=True, check=True)
+            seconds[way] = time.monotonic() - started
+            shared[way] = all(o["ok"] for o in json.loads(ran.stdout.splitlines()[-1]))
+    return [
+        (
+            f"a package that imports NumPy, {statements} statements: forked / each in its own interpreter",
+            f"{seconds['forked']:5.2f} s / {seconds['own']:5.2f} s = {seconds['own'] / seconds['forked']:4.1f}×",
+        ),
+        (
+            "  imported once, in the process they fork from (forked; each in its own)",
+            f"{shared['forked']}; {shared['own']}",
+        ),
+    ]
+
+
 def _built(root: Path, recipe: str, pythons: list[str], args: Namespace) -> BuiltWheel:
     (record,) = build(BuildRequest(root, 12, pythons, [recipe], args.image, "linux", root / args.matrix))
     if not record.passed:
@@ -83,7 +120,7 @@ def _built(root: Path, recipe: str, pythons: list[str], args: Namespace) -> Buil
 
 
 def main() -> int:
-    args = arguments(runs=3)
+    args = arguments({"numpy-python": sys.executable}, runs=3)
     timed: list[Timed] = []
     with tempfile.TemporaryDirectory(prefix="bench-probe-") as scratch:
         root = copy_inputs(REPO, Path(scratch) / "project")
@@ -96,6 +133,7 @@ def main() -> int:
                 if not all(r.passed for r in smoke(built)):
                     raise SystemExit(f"a smoke of {built.path.name} failed")
         names = [built.path.name for built in wheels]
+        numpy_user = _numpy_user(Path(scratch), args.numpy_python)
     calls: dict[str, list[Timed]] = {}
     for call in timed:
         calls.setdefault(call[0], []).append(call)
@@ -115,7 +153,7 @@ def main() -> int:
             f"{forked_all:5.2f} s / {own_all:5.2f} s = {own_all / forked_all:4.1f}×",
         )
     )
-    show(figures)
+    show(figures + numpy_user)
     return 0
 
 
