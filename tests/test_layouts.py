@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from wheelfactory.binaries.wheelfile import metadata, pack, unpack
+from wheelfactory.binaries.wheelfile import WheelMetadata, metadata, pack, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
 from wheelfactory.smoke import smoke
@@ -118,7 +118,7 @@ def test_without_the_variant_module_nvrtc_opens_the_decoys_builtins(built13: Bui
     them by name, so loaded by full path from NVIDIA's wheel — but not through the package — it maps a system
     copy registered with ldconfig (the smoke's decoy)."""
     built = existing(built13.wheel, built13.variant, build_image)
-    site = runtime_site(built.toolkit, nvidia_wheels(built.path, "floors"))
+    site = runtime_site(built.toolkit, nvidia_wheels(WheelMetadata.read(built.path), "floors"))
     script = (
         register_decoys(["/rt/nvidia/cu13/lib/libnvrtc-builtins.so.13.*"])
         + " && /opt/python/cp312-cp312/bin/python -c "
@@ -166,9 +166,9 @@ def test_the_windows_smoke_machine_lays_out_real_installs(
     (python,) = [p for p in host_pythons() if p.version == "3.12"]
     monkeypatch.setenv("PATH", f"{python.prefix / 'bin'}{os.pathsep}{os.environ['PATH']}")  # as setup-python does
     built = existing(built12.wheel, built12.variant, build_image)
-    nvidia = {versions: nvidia_wheels(built.path, versions) for versions in ("floors", "newest")}
+    nvidia = {versions: nvidia_wheels(WheelMetadata.read(built.path), versions) for versions in ("floors", "newest")}
     neighbour = standin_variant(built.path, "cuprobe-cuda13x", tmp_path)
-    machine = HostMachine(built.path, nvidia, "3.12", None, neighbour, Steps())
+    machine = HostMachine(WheelMetadata.read(built.path), nvidia, "3.12", None, neighbour, Steps())
     try:
         bare, layouts = machine.create_venvs()
         tiers = [tier1(machine, bare, built), *(tier2(machine, layout, built) for layout in layouts)]
@@ -282,9 +282,15 @@ def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> 
     for file (mode and bytes) — the package, the library pip put under the prefix's lib/, the header under
     include/, the scripts in bin/ naming their own venv's interpreter, and RECORD saying so."""
     built = datalib.record.built
-    runtimes = {v: runtime_site(built.toolkit, nvidia_wheels(built.path, v)) for v in ("floors", "newest")}
-    copied = SmokeContainer(built.image or "", built.path, runtimes, {"3.12": None}, built.path, Steps())
-    installed = SmokeContainer(built.image or "", built.path, runtimes, {"3.12": None}, built.path, Steps())
+    runtimes = {
+        v: runtime_site(built.toolkit, nvidia_wheels(WheelMetadata.read(built.path), v)) for v in ("floors", "newest")
+    }
+    copied = SmokeContainer(
+        built.image or "", WheelMetadata.read(built.path), runtimes, {"3.12": None}, built.path, Steps()
+    )
+    installed = SmokeContainer(
+        built.image or "", WheelMetadata.read(built.path), runtimes, {"3.12": None}, built.path, Steps()
+    )
     try:
         machine, by_pip_machine = copied.machine("3.12"), installed.machine("3.12")
         bare, layouts = machine.create_venvs()
@@ -324,10 +330,12 @@ def test_one_pythons_install_serves_another_exactly_as_pip_installs_there(datali
     download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", requirements]
     subprocess.run([*download, "wheel==0.45.1"], check=True)
     assert differs_by_python(wheel) and differs_by_python(next(requirements.glob("wheel-*.whl")))
-    runtimes = {v: runtime_site(built.toolkit, nvidia_wheels(built.path, v)) for v in ("floors", "newest")}
+    runtimes = {
+        v: runtime_site(built.toolkit, nvidia_wheels(WheelMetadata.read(built.path), v)) for v in ("floors", "newest")
+    }
     found: dict[str, Path | None] = {"3.10": requirements, "3.13": requirements}
-    copied = SmokeContainer(built.image or "", wheel, runtimes, found, wheel, Steps())
-    installed = SmokeContainer(built.image or "", wheel, runtimes, found, wheel, Steps())
+    copied = SmokeContainer(built.image or "", WheelMetadata.read(wheel), runtimes, found, wheel, Steps())
+    installed = SmokeContainer(built.image or "", WheelMetadata.read(wheel), runtimes, found, wheel, Steps())
 
     def install(machine: ContainerMachine, python: str, *into: str) -> None:
         for args in (["--find-links", str(machine.requirements), "wheel"], ["--no-deps", machine.wheel]):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from wheelfactory.binaries.wheelfile import WheelMetadata
 from wheelfactory.smoke.sharing import differs_by_python, sharing
 
 from .wheelbytes import make_wheel
@@ -42,7 +43,7 @@ def wheel(tmp_path: Path) -> Path:
 def test_the_same_requirement_wheels_and_pip_share_the_venvs_and_the_folders(tmp_path: Path, wheel: Path) -> None:
     requirements = _requirements(tmp_path / "r", "packaging-26.4-py3-none-any.whl")
     found: dict[str, Path | None] = {"3.10": requirements, "3.13": requirements}
-    shared = sharing(wheel, _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found)
+    shared = sharing(WheelMetadata.read(wheel), _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found)
     assert shared is not None and shared.folders
     assert shared.check.ok
     assert "pip-25.3" in shared.check.detail and "packaging-26.4-py3-none-any.whl" in shared.check.detail
@@ -68,21 +69,23 @@ def test_anything_else_installs_with_pip_on_each_python(
 ) -> None:
     ours = _requirements(tmp_path / "ours", "packaging-26.4-py3-none-any.whl")
     theirs = _requirements(tmp_path / "theirs", *found_other) if found_other else ours
-    assert sharing(wheel, first, other, {first.python: ours, other.python: theirs}) is None, why
+    assert sharing(WheelMetadata.read(wheel), first, other, {first.python: ours, other.python: theirs}) is None, why
 
 
 def test_a_wheel_that_does_not_admit_the_python_installs_with_pip_there_which_refuses_it(tmp_path: Path) -> None:
     """pip checks Requires-Python against the interpreter's own release, and the tags against what it supports."""
     capped = make_wheel(tmp_path, f"a-1.0-py3-none-{PLATFORM}.whl", metadata="Requires-Python: >=3.9,<3.13\n")
     found: dict[str, Path | None] = {"3.10": None, "3.13": None}
-    assert sharing(capped, _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found) is None
+    assert sharing(WheelMetadata.read(capped), _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found) is None
     patch = make_wheel(tmp_path, f"b-1.0-py3-none-{PLATFORM}.whl", metadata="Requires-Python: <3.13.1\n")
-    assert sharing(patch, _machine("3.10", "3.10.13"), _machine("3.13", "3.13.5"), found) is None
-    assert sharing(patch, _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found) is not None
+    assert sharing(WheelMetadata.read(patch), _machine("3.10", "3.10.13"), _machine("3.13", "3.13.5"), found) is None
+    assert (
+        sharing(WheelMetadata.read(patch), _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found) is not None
+    )
     abi3 = make_wheel(tmp_path, f"c-1.0-cp311-abi3-{PLATFORM}.whl")
     found = {"3.10": None, "3.11": None, "3.12": None, "3.13": None}
-    assert sharing(abi3, _machine("3.12", "3.12.1"), _machine("3.10", "3.10.13"), found) is None
-    assert sharing(abi3, _machine("3.11", "3.11.7"), _machine("3.13", "3.13.0"), found) is not None
+    assert sharing(WheelMetadata.read(abi3), _machine("3.12", "3.12.1"), _machine("3.10", "3.10.13"), found) is None
+    assert sharing(WheelMetadata.read(abi3), _machine("3.11", "3.11.7"), _machine("3.13", "3.13.0"), found) is not None
 
 
 def test_a_wheel_that_writes_a_script_or_a_header_shares_its_venvs_but_not_its_folders(
@@ -106,8 +109,8 @@ def test_a_wheel_that_writes_a_script_or_a_header_shares_its_venvs_but_not_its_f
     assert not differs_by_python(plugin) and not differs_by_python(wheel)
     for requirement in (scripts, header, entry):
         found: dict[str, Path | None] = {"3.10": requirement.parent, "3.13": requirement.parent}
-        shared = sharing(wheel, _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found)
+        shared = sharing(WheelMetadata.read(wheel), _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found)
         assert shared is not None and not shared.folders, requirement.name
     found = {"3.10": plugin.parent, "3.13": plugin.parent}
-    shared = sharing(wheel, _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found)
+    shared = sharing(WheelMetadata.read(wheel), _machine("3.10", "3.10.13"), _machine("3.13", "3.13.0"), found)
     assert shared is not None and shared.folders

@@ -19,11 +19,11 @@ from typing import ClassVar
 import pytest
 
 from wheelfactory import pipeline, smoke
-from wheelfactory.binaries.wheelfile import WheelName
+from wheelfactory.binaries.wheelfile import WheelMetadata, WheelName
 from wheelfactory.built import BuiltWheel
 from wheelfactory.errors import UserError
 from wheelfactory.plan import Variant, make_plan
-from wheelfactory.smoke import installs, nvidia, resolutions
+from wheelfactory.smoke import installs, nvidia, resolutions, schedule
 from wheelfactory.smoke.installs import download_requirements, requirements_met
 from wheelfactory.smoke.machines import Layout
 from wheelfactory.smoke.results import Steps
@@ -50,6 +50,7 @@ class Recorder:
     venv to offer."""
 
     made: ClassVar[list[tuple[object, ...]]] = []
+    LAYOUTS: ClassVar = (("venv", "floors"),)  # what the smoke's schedule names a tier 2 for
 
     def __init__(self, *args: object) -> None:
         Recorder.made.append(args)
@@ -92,7 +93,7 @@ def test_a_windows_wheel_is_smoked_on_the_windows_host(
     # The host itself, with NVIDIA's wheels at the floors and the newest, installed for real; and a stand-in of
     # the other variant, for the two-variants check.
     nvidia = {"floors": (Path("/floors.whl"),), "newest": (Path("/newest.whl"),)}
-    assert made[:4] == (wheel.resolve(), nvidia, "3.12", None)
+    assert made[0].path == wheel.resolve() and made[1:4] == (nvidia, "3.12", None)
     assert made[4].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-win_amd64.whl"
     assert isinstance(made[5], Steps)
 
@@ -107,7 +108,8 @@ def test_a_linux_wheel_is_smoked_in_a_container_of_its_image(project: Path, tmp_
     decoys = ("cuda_nvrtc/lib/libnvrtc-builtins.so.12.*", "cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.*")
     image = "quay.io/pypa/manylinux_2_28_x86_64"
     # One container for every Python the wheel is smoke-tested on, with each one's requirements (here: none).
-    assert made[:4] + made[6:] == (image, wheel.resolve(), runtimes, {"3.12": None}, decoys)
+    assert made[1].path == wheel.resolve()  # its METADATA, read once
+    assert (made[0], *made[2:4], *made[6:]) == (image, runtimes, {"3.12": None}, decoys)
     assert made[4].name == "cuprobe_cuda13x-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert isinstance(made[5], Steps)  # the smoke's steps, which the container times its own into
 
@@ -176,7 +178,7 @@ def test_the_layouts_nvidia_wheels_are_judged_against_requires_dist(nccl: str, m
     _dist_info(runtime, "nvidia-cuda-nvrtc-cu12", "12.9.86")
     _dist_info(runtime, "nvidia-nccl-cu12", nccl)
 
-    check = requirements_met(wheel, runtime, "floors")
+    check = requirements_met(WheelMetadata.read(wheel), runtime, "floors")
 
     assert check.ok is met
     if met:
@@ -224,12 +226,12 @@ def test_the_nvidia_wheels_resolution_is_reused_for_an_hour_and_asked_again_on_r
     monkeypatch.setattr(resolutions, "_refresh", False)  # and so back after resolve_afresh()
     wheel = _wheel(tmp_path, "manylinux_2_28_x86_64")
     nvidia._resolved.cache_clear()
-    fresh = {v: nvidia.nvidia_wheels(wheel, v) for v in ("floors", "newest")}
+    fresh = {v: nvidia.nvidia_wheels(WheelMetadata.read(wheel), v) for v in ("floors", "newest")}
     assert all(fresh.values()) and fresh["floors"] != fresh["newest"]
     nvidia._resolved.cache_clear()  # a later process
     monkeypatch.setattr(nvidia, "download_wheels", _ask)
     monkeypatch.setattr(nvidia, "project_files", _ask)
-    assert {v: nvidia.nvidia_wheels(wheel, v) for v in ("floors", "newest")} == fresh
+    assert {v: nvidia.nvidia_wheels(WheelMetadata.read(wheel), v) for v in ("floors", "newest")} == fresh
 
     records = sorted((tmp_path / "cache" / "resolutions").glob("*.json"))
     assert len(records) == 2
@@ -246,7 +248,7 @@ def test_the_nvidia_wheels_resolution_is_reused_for_an_hour_and_asked_again_on_r
         else:
             resolutions.resolve_afresh()
         with pytest.raises(_Asked):
-            nvidia.nvidia_wheels(wheel, "newest")
+            nvidia.nvidia_wheels(WheelMetadata.read(wheel), "newest")
 
 
 @pytest.mark.slow  # downloads a small wheel from PyPI
@@ -262,17 +264,43 @@ def test_the_other_requirements_are_resolved_once_an_hour_for_each_python(
         "ctlib_cuda12x-0.5.0-py3-none-manylinux_2_28_x86_64.whl",
         metadata="Requires-Dist: packaging==24.2\nRequires-Dist: nvidia-cuda-runtime-cu12<13,>=12.9\n",
     )
-    first = download_requirements(wheel, "3.12", tmp_path / "first", [])
+    first = download_requirements(WheelMetadata.read(wheel), "3.12", tmp_path / "first", [])
     assert first is not None and sorted(p.name for p in first.iterdir()) == ["packaging-24.2-py3-none-any.whl"]
     # A wheel built against torch: its own requirements, then torch's pins, which may name the same wheel.
-    both = download_requirements(wheel, "3.12", tmp_path / "both", ["packaging==24.2"])
+    both = download_requirements(WheelMetadata.read(wheel), "3.12", tmp_path / "both", ["packaging==24.2"])
     assert both is not None and sorted(p.name for p in both.iterdir()) == ["packaging-24.2-py3-none-any.whl"]
     monkeypatch.setattr(installs, "pip_download", _ask)
-    again = download_requirements(wheel, "3.12", tmp_path / "again", [])
+    again = download_requirements(WheelMetadata.read(wheel), "3.12", tmp_path / "again", [])
     assert again is not None
     assert [p.read_bytes() for p in again.iterdir()] == [p.read_bytes() for p in first.iterdir()]
     with pytest.raises(_Asked):
-        download_requirements(wheel, "3.11", tmp_path / "other", [])
+        download_requirements(WheelMetadata.read(wheel), "3.11", tmp_path / "other", [])
     resolutions.resolve_afresh()
     with pytest.raises(_Asked):
-        download_requirements(wheel, "3.12", tmp_path / "refreshed", [])
+        download_requirements(WheelMetadata.read(wheel), "3.12", tmp_path / "refreshed", [])
+
+
+def test_the_smokes_order_is_written_down_each_step_naming_what_it_waits_for(project: Path, tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path, "manylinux_2_28_x86_64")
+    (tmp_path / "scratch").mkdir()
+    image = "quay.io/pypa/manylinux_2_28_x86_64"
+    written = smoke.SmokeSchedule(
+        _built(_variant(project), wheel, image), WheelMetadata.read(wheel), image, tmp_path / "scratch", Steps()
+    )
+    waits = {step.name: set(step.after) for step in schedule.ordered(written.steps())}
+    assert waits["tier 3"] == set()  # on this host, beside everything else
+    assert waits["lay out the runtime sites"] == {"NVIDIA's wheels at the floors", "NVIDIA's wheels at the newest"}
+    fetched = {"lay out the runtime sites", "what torch installs", "a stand-in of another variant"}
+    assert waits["start the container"] == {*fetched, "3.12: download the requirements"}
+    venvs = {"start the container", "3.12: create the venvs"}
+    # pip into the first venv (copied into the others), into the --target folder and the two-variants folder: side
+    # by side, each tier once the install it uses is done.
+    for install in ("install into the venvs", "install into the --target folder", "install the two variants"):
+        assert waits[f"3.12: {install}"] == venvs
+    assert waits["3.12: tier 1"] == {*venvs, "3.12: install into the venvs"}
+    for layout in ("venv, floors", "system-site-packages, floors", "venv, newest"):
+        assert waits[f"3.12: tier 2 ({layout})"] == {"start the container", "3.12: install into the venvs"}
+    assert waits["3.12: tier 2 (target, floors)"] == {"start the container", "3.12: install into the --target folder"}
+    assert waits["3.12: two variants"] == {*venvs, "3.12: install the two variants"}
+    tiers = {name for name in waits if name.startswith("3.12: tier") or name == "3.12: two variants"}
+    assert waits["stop the container"] == {"start the container", *tiers}

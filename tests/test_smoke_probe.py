@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import sysconfig
 from importlib.resources import as_file
 from pathlib import Path
 
@@ -71,7 +72,7 @@ SHAPES = {
     "thread_at_import": "import os, threading, time\nPID = os.getpid()\n"
     "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
     "warns_at_import": "import warnings\nwarnings.warn('at import')\n",
-    "fails_at_import": "raise ImportError('libcudart.so.13: cannot open shared object file')\n",
+    "fails_at_import": "raise ImportError('libcudart.so.99: cannot open shared object file')\n",
     "dies_at_import": "import os\nos.abort()\n",
     "ctypes_at_import": "import ctypes, ctypes.util\nZ = ctypes.CDLL(ctypes.util.find_library('z'))\n",
     "exits_loudly": "import atexit\natexit.register(print, 'bye')\n",
@@ -105,7 +106,7 @@ def test_statements_forked_after_their_first_import_see_what_a_fresh_interpreter
     outcome = dict(zip(statements, forked, strict=True))
     assert all(outcome[s]["ok"] for s in statements[-6:]), [outcome[s]["detail"] for s in statements[-6:]]
     assert any("libz" in str(p) for p in outcome["import ctypes_at_import.sub"]["libraries"])  # type: ignore[attr-defined]
-    assert str(outcome["import fails_at_import.sub"]["detail"]).startswith("ImportError: libcudart.so.13")
+    assert str(outcome["import fails_at_import.sub"]["detail"]).startswith("ImportError: libcudart.so.99")
     assert str(outcome["import warns_at_import.sub"]["detail"]).startswith("UserWarning: at import")
     assert str(outcome["import dies_at_import.sub"]["detail"]).startswith("the check crashed")
 
@@ -118,3 +119,141 @@ def test_statements_forked_after_their_first_import_see_what_a_fresh_interpreter
         },
     ]
     assert _probed(pid, fork=True)[0]["ok"] and not _probed(pid, fork=False)[0]["ok"]
+
+
+# A stand-in CUDA runtime (named as the real one is), built twice: once where the layout's NVIDIA wheel puts it,
+# once elsewhere (a system CUDA, say). Each copy says where it is. Its soname is no real release's, which a system
+# CUDA on the host running the tests (in ld.so.conf) would answer.
+CUDART = "const char *cudart_where(void) { return WHERE; }\n"
+# An extension module that calls into what it links when imported (so the link is real, and needed).
+MODULE = """#include <Python.h>
+const char *cudart_where(void);
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, NULL}};
+PyMODINIT_FUNC PyInit_{name}(void) {{
+    PyObject *m = PyModule_Create(&module);
+    if (m) PyModule_AddStringConstant(m, "WHERE", cudart_where());
+    return m;
+}}
+"""
+
+
+def _gcc(*args: str) -> None:
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--no-as-needed", *args], check=True, capture_output=True)
+
+
+def _cuda_package(root: Path) -> tuple[Path, Path]:
+    """A package `pkg` laid out in `root`/site as pip lays out a wheel beside NVIDIA's (real ELF, built by gcc):
+    `_early` links the CUDA runtime from elsewhere (an absolute RPATH, to a copy outside the site); `_late` the
+    layout's (RPATH $ORIGIN/../nvidia/cu13/lib); `_broken` a library nowhere to be found; `_ctypes` (Python) opens
+    the runtime by its bare name at import, which only an earlier load in the same process would satisfy.
+    (the site, the copy elsewhere)"""
+    site, elsewhere, src = root / "site", root / "elsewhere", root / "src"
+    for folder in (site / "nvidia/cu13/lib", site / "pkg", elsewhere, src):
+        folder.mkdir(parents=True)
+    (src / "cudart.c").write_text(CUDART)
+    for where, folder in (("layout", site / "nvidia/cu13/lib"), ("elsewhere", elsewhere)):
+        _gcc(
+            f'-DWHERE="{where}"',
+            "-Wl,-soname,libcudart.so.99",
+            "-o",
+            str(folder / "libcudart.so.99"),
+            str(src / "cudart.c"),
+        )
+    (src / "missing.c").write_text("int missing(void) { return 0; }\n")
+    _gcc("-Wl,-soname,libmissing.so.1", "-o", str(src / "libmissing.so.1"), str(src / "missing.c"))
+    include, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
+    links = {
+        "_early": [f"-L{elsewhere}", "-l:libcudart.so.99", f"-Wl,-rpath,{elsewhere}"],
+        "_late": [f"-L{elsewhere}", "-l:libcudart.so.99", "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib"],
+        "_broken": [
+            f"-L{elsewhere}",
+            "-l:libcudart.so.99",
+            f"-L{src}",
+            "-l:libmissing.so.1",
+            "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib",
+        ],
+    }
+    for name, link in links.items():
+        (src / f"{name}.c").write_text(MODULE.format(name=name))
+        _gcc(
+            f"-I{include}",
+            "-Wl,--disable-new-dtags",
+            "-o",
+            str(site / "pkg" / f"{name}{suffix}"),
+            str(src / f"{name}.c"),
+            *link,
+        )
+    (site / "pkg/__init__.py").write_text("")
+    (site / "pkg/_ctypes.py").write_text("import ctypes\nRUNTIME = ctypes.CDLL('libcudart.so.99')\n")
+    return site, elsewhere
+
+
+def test_each_check_loads_what_a_fresh_interpreter_would_on_real_cuda_binaries(tmp_path: Path) -> None:
+    """The fork server against an interpreter of its own per check, on binaries built to tell them apart: what one
+    check loaded (from elsewhere, or from the layout) must not serve the next; a failed load must not hide the next;
+    a library opened by name with ctypes at import finds only what a fresh process finds."""
+    site, elsewhere = _cuda_package(tmp_path)
+    spec = {"expect": "ok", "site": str(site), "pythonpath": str(site), "cuda_libraries": ["libcudart.so.*"]}
+    statements = [
+        "import pkg._early",  # maps the runtime from elsewhere: fails, naming it
+        "import pkg._late",  # after it: maps the layout's only
+        "import pkg._broken",  # fails to load
+        "import pkg._late; assert pkg._late.WHERE == 'layout'",  # after it: loads all the same
+        "import pkg._ctypes",  # after _late loaded the runtime: still not found by name
+        "import pkg._early, pkg._late",  # both in one process: the soname loaded first serves the second
+    ]
+    checks = [{"statement": s, **spec} for s in statements]
+    forked, spawned = _probed(checks, fork=True), _probed(checks, fork=False)
+    for check, one, other in zip(checks, forked, spawned, strict=True):
+        assert (one["ok"], one["detail"], one.get("libraries")) == (
+            other["ok"],
+            other["detail"],
+            other.get("libraries"),
+        ), check["statement"]
+    outcome = dict(zip(statements, forked, strict=True))
+    early = outcome["import pkg._early"]
+    assert not early["ok"] and str(elsewhere) in str(early["detail"]), early
+    for late in ("import pkg._late", "import pkg._late; assert pkg._late.WHERE == 'layout'"):
+        assert outcome[late]["ok"] and outcome[late]["libraries"] == [str(site / "nvidia/cu13/lib/libcudart.so.99")]
+    broken = outcome["import pkg._broken"]
+    assert not broken["ok"] and "libmissing.so.1" in str(broken["detail"]), broken
+    assert not outcome["import pkg._ctypes"]["ok"] and "OSError" in str(outcome["import pkg._ctypes"]["detail"])
+    # What the binaries tell apart: in one process, _late is served the runtime _early loaded from elsewhere.
+    shared = outcome["import pkg._early, pkg._late"]
+    assert not shared["ok"] and shared["libraries"] == [str(elsewhere / "libcudart.so.99")], shared
+
+
+# Starts a thread when imported, as OpenBLAS does when NumPy loads it, unless its thread count is held to one.
+POOL = """#include <Python.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void *idle(void *arg) { for (;;) pause(); return arg; }
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "blaslike", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_blaslike(void) {
+    const char *threads = getenv("OPENBLAS_NUM_THREADS");
+    pthread_t worker;
+    if (!threads || strcmp(threads, "1") != 0) pthread_create(&worker, NULL, idle, NULL);
+    PyObject *m = PyModule_Create(&module);
+    if (m) PyModule_AddIntConstant(m, "PID", getpid());
+    return m;
+}
+"""
+
+
+def test_a_package_whose_import_starts_a_thread_pool_is_imported_once_for_its_checks(tmp_path: Path) -> None:
+    """A package that loads a library starting a thread pool at import (CuPy: NumPy, OpenBLAS) is imported once, in
+    the process its checks fork from, with the pool held to one thread (ONE_THREAD)."""
+    (tmp_path / "uses_blas").mkdir()
+    (tmp_path / "pool.c").write_text(POOL)
+    include, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
+    _gcc(f"-I{include}", "-pthread", "-o", str(tmp_path / "uses_blas" / f"blaslike{suffix}"), str(tmp_path / "pool.c"))
+    (tmp_path / "uses_blas/__init__.py").write_text("from . import blaslike\n")
+    (tmp_path / "uses_blas/sub.py").write_text("")
+    shared = "import uses_blas.sub, os; assert uses_blas.blaslike.PID != os.getpid(), 'imported again'"
+    checks = [{"statement": shared, "expect": "ok", "pythonpath": str(tmp_path)}]
+    (forked,) = _probed(checks, fork=True)
+    assert forked["ok"], forked["detail"]
+    threads = "import uses_blas, threading, os; assert len(os.listdir('/proc/self/task')) == 1"
+    assert all(o["ok"] for o in _probed([{**checks[0], "statement": threads}] * 2, fork=True))

@@ -171,15 +171,40 @@ def metadata(wheel: Path) -> email.message.Message:
 def requires_dist(wheel: Path, *, with_extras: bool = True) -> list[Requirement]:
     """The wheel's Requires-Dist, parsed; without `with_extras`, only what it requires whichever extras are asked
     for. A line that is no requirement is left out (check_wheel reports it)."""
-    found = []
-    for line in metadata(wheel).get_all("Requires-Dist") or []:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if with_extras or requirement.marker is None or "extra" not in str(requirement.marker):
-            found.append(requirement)
-    return found
+    return WheelMetadata.read(wheel).requires_dist(with_extras=with_extras)
+
+
+@dataclass(frozen=True)
+class WheelMetadata:
+    """A wheel's METADATA, read once, for whoever asks it several things (the smoke)."""
+
+    path: Path
+    fields: email.message.Message
+
+    @classmethod
+    def read(cls, wheel: Path) -> WheelMetadata:
+        return cls(wheel, metadata(wheel))
+
+    @property
+    def name(self) -> WheelName:
+        return WheelName.of(self.path)
+
+    @property
+    def extras(self) -> list[str]:
+        """The extras it declares (Provides-Extra)."""
+        return sorted(self.fields.get_all("Provides-Extra") or [])
+
+    def requires_dist(self, *, with_extras: bool = True) -> list[Requirement]:
+        """As requires_dist() says."""
+        found = []
+        for line in self.fields.get_all("Requires-Dist") or []:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if with_extras or requirement.marker is None or "extra" not in str(requirement.marker):
+                found.append(requirement)
+        return found
 
 
 def marker_environment(name: WheelName) -> dict[str, str]:
@@ -202,7 +227,7 @@ def metadata_of(path: Path) -> email.message.Message:
 
 def extras(wheel: Path) -> list[str]:
     """The extras a wheel declares (Provides-Extra in its METADATA)."""
-    return sorted(metadata(wheel).get_all("Provides-Extra") or [])
+    return WheelMetadata.read(wheel).extras
 
 
 def with_extras(requirement: str, names: list[str]) -> str:

@@ -34,7 +34,9 @@ pip resolved them, and its two-variants check runs with the first layout's venv.
 a check. A wheel on LibTorch's stable ABI gets tiers 1 and 2 twice: beside the oldest torch it targets and beside
 the newest its requirement lets pip take, each with the NVIDIA wheels that torch pins.
 
-Each tier's checks run in one call into the machine (probe.py, run there as a script), each check in a fresh
+The order of all this is written down in one place, `SmokeSchedule` below: a list of steps, each naming the steps it
+waits for, which schedule.py runs, each step as soon as those are done. The wheel's METADATA is read once, here.
+Each tier's checks run in one call into the machine (probe.py, run there as a script), each check as fresh as a new
 interpreter. A layout the recipe declares unsupported (smoke.unsupported_layouts) is smoke-tested all the same and
 reported, but does not keep the wheel out of dist/.
 """
@@ -43,18 +45,20 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import host
+from ..binaries.wheelfile import WheelMetadata
 from ..built import BuiltWheel
 from ..components import operating_system
 from ..declared import torch_neighbours
 from ..errors import UserError
 from ..platforms import platform_of
+from ..pytorch.install import TorchInstall
+from . import schedule
 from .installs import (
     download_requirements,
     install_checks,
@@ -69,6 +73,8 @@ from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
 from .results import Check, Steps, TierResult
 from .sharing import Sharing, sharing
 from .tiers import neighbour_name, nvrtc_decoys, tier1, tier2, tier3, two_variants, two_variants_installs
+
+Done = Mapping[str, Any]  # what the steps a step waits for returned, by name
 
 
 def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
@@ -87,267 +93,419 @@ def smoke(built: BuiltWheel, steps: Steps | None = None) -> list[TierResult]:
             f"{wheel.name}: a {system.platform_system} wheel is smoke-tested on {system.platform_system} — this host "
             "cannot"
         )
-    pythons = built.smoke_pythons
     image = built.image if machine_kind == "container" else None  # the clean machine: a container of it, or this host
-    # Each Python's machine beside the others' (a py3-none wheel's two take little more than one): the pool is
-    # large enough that every install a tier waits for has a thread of its own.
-    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch, ThreadPoolExecutor(12 * len(pythons)) as pool:
-        metadata_tier = pool.submit(_timed, steps, "tier 3", tier3, built)  # while the machine starts
-        (Path(scratch) / "neighbour").mkdir()
-        with steps.timed("a stand-in of another variant"):
-            neighbour = standin_variant(wheel, neighbour_name(built.variant), Path(scratch) / "neighbour")
-        # A wheel built against torch beside each torch it must run with (a stable-ABI one: the oldest and the
-        # newest), one after the other: each brings NVIDIA's wheels of its own.
+    with tempfile.TemporaryDirectory(prefix="smoke-") as scratch:
+        written = SmokeSchedule(built, WheelMetadata.read(wheel), image, Path(scratch), steps)
+        try:
+            done = schedule.run(written.steps(), steps)
+        finally:
+            written.close()
+        return written.results(done)
+
+
+@dataclass(frozen=True)
+class _Installs:
+    """The steps whose checks say how one Python's venvs, --target folder and two-variants folder were filled:
+    of each, the one that did it (the others of the tuple returned None: pip's own, or taking another Python's)."""
+
+    venvs: tuple[str, ...]
+    target: tuple[str, ...]
+    beside: tuple[str, ...]
+    beside_in_first_layout: bool  # the two-variants check runs with the first layout's venv (torch), else the bare
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """The steps that fetched what one torch's machines are made of."""
+
+    torch: str  # what torch installs on each Python (none: no torch)
+    floors: str  # NVIDIA's wheels at the floors
+    newest: str  # ...and at the newest
+    neighbour: str  # the stand-in of another variant
+    requirements: dict[str, str]  # each Python's other requirements, downloaded
+
+
+def _pins(torch: dict[str, TorchInstall], python: str) -> list[str]:
+    """torch and its other requirements as pip resolved them on `python` (none: no torch)."""
+    return torch[python].other_pins() if torch else []
+
+
+def _filled_by(done: Done, names: tuple[str, ...]) -> list[Check]:
+    return next(done[name] for name in names if done[name] is not None)
+
+
+class SmokeSchedule:
+    """One wheel's smoke, written down: `steps()` lists them in an order they may start in, each naming what it
+    waits for. A wheel built against torch is smoke-tested beside each torch it must run with (a stable-ABI one:
+    the oldest and the newest), one after the other: each brings NVIDIA's wheels of its own."""
+
+    def __init__(self, built: BuiltWheel, wheel: WheelMetadata, image: str | None, scratch: Path, timings: Steps):
+        self.built, self.wheel, self.image, self.scratch, self.timings = built, wheel, image, scratch, timings
+        self.listed: list[schedule.Step] = []
+        self.open: list[SmokeContainer | HostMachine] = []  # closed at the end, whatever happened
         torches: dict[tuple[int, str | None], tuple[str, ...]] = {}  # (its place, a torch line) -> the Pythons
-        for python in pythons:
+        for python in built.smoke_pythons:
             for place, line in enumerate(torch_neighbours(built.variant, python, built.cell.platform) or [None]):
                 torches[place, line] = (*torches.get((place, line), ()), python)
+        self.lines = [(line, pythons) for (_, line), pythons in sorted(torches.items(), key=lambda item: item[0][0])]
+        self.tiers: list[tuple[str, str, list[str]]] = []  # (the torch step, a Python, its tiers' steps)
+
+    def add(self, name: str, run: Callable[[Done], Any], *after: str, timed: str | None = None) -> str:
+        self.listed.append(schedule.Step(name, run, after, timed))
+        return name
+
+    def steps(self) -> list[schedule.Step]:
+        self.add("tier 3", lambda _: tier3(self.built, self.wheel), timed="tier 3")  # while the machine starts
+        neighbour = self.add(
+            "a stand-in of another variant", lambda _: self._neighbour(), timed="a stand-in of another variant"
+        )
+        previous: tuple[str, ...] = ()
+        for i, (line, pythons) in enumerate(self.lines):
+            prefix = f"beside torch {i + 1}: " if len(self.lines) > 1 else ""
+            (self.scratch / str(i)).mkdir()
+            previous = (self._beside_torch(prefix, self.scratch / str(i), line, pythons, neighbour, previous),)
+        return self.listed
+
+    def close(self) -> None:
+        while self.open:
+            self.open.pop().close()
+
+    def _closed(self, machine: SmokeContainer | HostMachine) -> None:
+        self.open.remove(machine)
+        machine.close()
+
+    def results(self, done: Done) -> list[TierResult]:
         results = []
-        for i, ((_, line), beside) in enumerate(sorted(torches.items(), key=lambda item: item[0][0])):
-            (Path(scratch) / str(i)).mkdir()
-            clean = _Clean(image, wheel, neighbour, steps, Path(scratch) / str(i), pool)
-            results += _beside_torch(built, line, beside, clean, labelled=len(torches) > 1)
-        return [*results, metadata_tier.result()]
+        for torch, python, names in self.tiers:
+            found = [done[name] for name in names]
+            beside: TorchInstall | None = next(iter(done[torch].values()), None)
+            for result in found:
+                if self.built.cell.abi != "cpython":  # the Python it ran on, where the wheel serves several
+                    result.python = python
+                if len(self.lines) > 1 and beside:
+                    result.torch = beside.others["torch"]
+            results += found
+        return [*results, done["tier 3"]]
 
+    def _neighbour(self) -> Path:
+        (self.scratch / "neighbour").mkdir()
+        return standin_variant(self.wheel.path, neighbour_name(self.built.variant), self.scratch / "neighbour")
 
-@dataclass(frozen=True)
-class _Clean:
-    """What each Python's clean machine is made of, whatever torch it holds."""
+    def _beside_torch(
+        self,
+        prefix: str,
+        scratch: Path,
+        line: str | None,
+        pythons: tuple[str, ...],
+        neighbour: str,
+        after: tuple[str, ...],
+    ) -> str:
+        """The steps of tiers 1 and 2 on each of `pythons`, beside the torch that requirement `line` installs (None:
+        no torch), its NVIDIA wheels in the layouts, once the steps `after` are done; the name of the last."""
+        built, wheel = self.built, self.wheel
+        torch = self.add(f"{prefix}what torch installs", lambda _: torch_installs(built, line, pythons), *after)
 
-    image: str | None  # a container of it, or this host
-    wheel: Path
-    neighbour: Path
-    steps: Steps
-    scratch: Path
-    pool: ThreadPoolExecutor  # where installs and tiers run, beside each other
+        def pinned(done: Done) -> dict[str, str] | None:
+            beside: TorchInstall | None = next(iter(done[torch].values()), None)  # the same on each Python
+            return beside.nvidia if beside else None
 
-
-def _beside_torch(
-    built: BuiltWheel, line: str | None, pythons: tuple[str, ...], clean: _Clean, *, labelled: bool
-) -> list[TierResult]:
-    """Tiers 1 and 2 on each of `pythons`, beside the torch that requirement `line` installs (None: no torch), its
-    NVIDIA wheels in the layouts; with `labelled`, each result names that torch."""
-    steps = clean.steps
-    torch = torch_installs(built, line, pythons)
-    beside = next(iter(torch.values()), None)  # the same on each Python (torch_installs holds it to that)
-    pinned = beside.nvidia if beside else None
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {}
-    for versions in ("floors", "newest"):
-        with steps.timed(f"NVIDIA's wheels at the {versions}"):
-            nvidia[versions] = nvidia_wheels(clean.wheel, versions, pinned)
-    pins = {python: torch[python].other_pins() if torch else [] for python in pythons}
-    downloads = {python: clean.pool.submit(_requirements, clean, python, pins[python]) for python in pythons}
-    found = {python: download.result() for python, download in downloads.items()}
-    if clean.image is None:
-        results = _on_this_host(built, clean, nvidia, found, pins)
-    else:
-        # The layouts' NVIDIA wheels, laid out once for every Python, in one container for all of them.
-        with steps.timed("lay out the runtime sites"):
-            runtimes = {v: runtime_site(built.toolkit, w) for v, w in nvidia.items()}
-        container = SmokeContainer(
-            clean.image, clean.wheel, runtimes, found, clean.neighbour, steps, nvrtc_decoys(built.variant)
+        floors = self.add(
+            f"{prefix}NVIDIA's wheels at the floors",
+            lambda done: nvidia_wheels(wheel, "floors", pinned(done)),
+            torch,
+            timed="NVIDIA's wheels at the floors",
         )
-        try:
-            results = _in_container(built, container, found, pins, clean.pool)
-        finally:
-            container.close()
-    if labelled and beside:
-        for result in results:
-            result.torch = beside.others["torch"]
-    return results
+        newest = self.add(
+            f"{prefix}NVIDIA's wheels at the newest",
+            lambda done: nvidia_wheels(wheel, "newest", pinned(done)),
+            torch,
+            floors,
+            timed="NVIDIA's wheels at the newest",
+        )
+        downloads = {python: self._download(prefix, scratch, python, torch, newest) for python in pythons}
+        fetched = _Fetched(torch, floors, newest, neighbour, downloads)
+        if self.image is None:
+            return self._on_this_host(prefix, fetched, torched=line is not None)
+        return self._in_container(prefix, self.image, fetched, torched=line is not None)
 
+    def _download(self, prefix: str, scratch: Path, python: str, torch: str, newest: str) -> str:
+        """The step that downloads one CPython's non-CUDA requirements for it."""
 
-def _requirements(clean: _Clean, python: str, torch_pins: list[str]) -> Path | None:
-    """One CPython's non-CUDA requirements, downloaded for it."""
-    (clean.scratch / f"requirements-{python}").mkdir()
-    with clean.steps.timed(f"{python}: download the requirements"):
-        return download_requirements(clean.wheel, python, clean.scratch / f"requirements-{python}", torch_pins)
+        def download(done: Done) -> Path | None:
+            (scratch / f"requirements-{python}").mkdir()
+            pins = _pins(done[torch], python)
+            return download_requirements(self.wheel, python, scratch / f"requirements-{python}", pins)
 
+        name = f"{python}: download the requirements"
+        return self.add(f"{prefix}{name}", download, torch, newest, timed=name)
 
-def _on_this_host(
-    built: BuiltWheel,
-    clean: _Clean,
-    nvidia: dict[NvidiaVersions, tuple[Path, ...]],
-    found: dict[str, Path | None],
-    pins: dict[str, list[str]],
-) -> list[TierResult]:
-    """Each Python's tiers on this host (Windows), a machine of its own each, beside the others; each tier runs
-    pip itself."""
+    def _on_this_host(self, prefix: str, fetched: _Fetched, *, torched: bool) -> str:
+        """Each Python's tiers on this host (Windows), a machine of its own each, beside the others; each tier runs
+        pip itself."""
+        ends = [self._on_host_python(prefix, fetched, python, torched) for python in fetched.requirements]
+        return self.add(f"{prefix}the machines removed", lambda _: None, *ends)
 
-    def on_python(python: str) -> list[TierResult]:
-        machine = HostMachine(clean.wheel, nvidia, python, found[python], clean.neighbour, clean.steps)
-        machine.torch_pins = pins[python]
-        try:
-            bare, layouts = machine.create_venvs()
-            tiers = [] if machine.torch_pins else [clean.pool.submit(tier1, machine, bare, built)]
-            layout_tiers = [clean.pool.submit(tier2, machine, layout, built) for layout in layouts]
-            tiers += layout_tiers
-            if machine.torch_pins:  # its two-variants check runs with the first layout's venv, once that holds torch
-                tiers.append(
-                    clean.pool.submit(_after, layout_tiers[0], two_variants, machine, layouts[0].python, built)
-                )
-            else:
-                tiers.append(clean.pool.submit(two_variants, machine, bare, built))
-            return _on(built, python, [tier.result() for tier in tiers])
-        finally:
-            machine.close()
-
-    with ThreadPoolExecutor(len(found)) as each_python:
-        return [result for run in list(each_python.map(on_python, found)) for result in run]
-
-
-@dataclass(frozen=True)
-class _Installed:
-    """The installs on one Python's machine, each the future of its checks, and the venvs they fill."""
-
-    bare: str  # tier 1's venv (by its Python)
-    venvs: Future[list[Check]]  # the wheel and its requirements, in every venv of the machine
-    target: Future[list[Check]]  # the same in the --target layout's folder
-    beside: Future[list[Check]]  # the two-variants folder
-    beside_python: str  # the Python that runs the two-variants check
-
-
-def _in_container(
-    built: BuiltWheel,
-    container: SmokeContainer,
-    found: dict[str, Path | None],
-    pins: dict[str, list[str]],
-    pool: ThreadPoolExecutor,
-) -> list[TierResult]:
-    """Tiers 1 and 2 on each Python's machine in the container, beside each other: pip installs on the first, and
-    on another Python only where it would not install the same files there (sharing.py)."""
-    machines = [container.machine(python) for python in found]
-    for machine in machines:
-        machine.torch_pins = pins[machine.python]
-    first, *others = machines
-    first_installed = pool.submit(lambda: _pip_installs(built, first, pool, first.create_venvs()[0]))
-
-    def on_other(machine: ContainerMachine) -> list[TierResult]:
-        bare, _ = machine.create_venvs()
-        taken = first_installed.result()
-        shared = sharing(built.path, first, machine, found)
-        if shared is None:
-            installed = _pip_installs(built, machine, pool, bare)
+    def _on_host_python(self, prefix: str, fetched: _Fetched, python: str, torched: bool) -> str:
+        """One Python's machine on this host, and its tiers. A wheel built against torch has no tier 1, and its
+        two-variants check runs with the first layout's venv, once that holds torch."""
+        built, named = self.built, f"{prefix}{python}: "
+        waits = (fetched.torch, fetched.floors, fetched.newest, fetched.neighbour, fetched.requirements[python])
+        made = self.add(f"{named}make its machine", lambda done: self._host_machine(done, fetched, python), *waits)
+        tiers = [] if torched else [self.add(f"{named}tier 1", lambda d: tier1(d[made][0], d[made][1], built), made)]
+        layouts = [
+            self.add(f"{named}tier 2 ({name}, {versions})", self._host_tier2(made, i), made)
+            for i, (name, versions) in enumerate(HostMachine.LAYOUTS)
+        ]
+        tiers += layouts
+        if torched:
+            run = lambda d: two_variants(d[made][0], d[made][2][0].python, built)  # noqa: E731
+            tiers.append(self.add(f"{named}two variants", run, made, layouts[0]))
         else:
-            installed = _taken(built, machine, first, taken, shared, pool, bare)
-        return _tiers(built, machine, installed, pool)
+            tiers.append(self.add(f"{named}two variants", lambda d: two_variants(d[made][0], d[made][1], built), made))
+        self.tiers.append((fetched.torch, python, tiers))
+        return self.add(f"{named}remove its machine", lambda d: self._closed(d[made][0]), made, *tiers)
 
-    with ThreadPoolExecutor(len(machines)) as each_python:
-        runs = [each_python.submit(lambda: _tiers(built, first, first_installed.result(), pool))]
-        runs += [each_python.submit(on_other, machine) for machine in others]
-        return [result for run in runs for result in run.result()]
+    def _host_tier2(self, made: str, index: int) -> Callable[[Done], TierResult]:
+        return lambda done: tier2(done[made][0], done[made][2][index], self.built)
 
+    def _host_machine(self, done: Done, fetched: _Fetched, python: str) -> tuple[HostMachine, str, list[Any]]:
+        nvidia: dict[NvidiaVersions, tuple[Path, ...]] = {
+            "floors": done[fetched.floors],
+            "newest": done[fetched.newest],
+        }
+        found, neighbour = done[fetched.requirements[python]], done[fetched.neighbour]
+        machine = HostMachine(self.wheel, nvidia, python, found, neighbour, self.timings)
+        self.open.append(machine)
+        machine.torch_pins = _pins(done[fetched.torch], python)
+        bare, layouts = machine.create_venvs()
+        return machine, bare, layouts
 
-def _pip_installs(built: BuiltWheel, machine: ContainerMachine, pool: ThreadPoolExecutor, bare: str) -> _Installed:
-    """pip's runs on one Python's machine, its venvs made (`bare`: tier 1's): one into the first venv layout, copied
-    into the other venvs; the folders' own (_folders)."""
-    first, *others = [layout for layout in machine.layouts if layout.name != "target"]
-    copies = [bare, *(layout.python for layout in others)]
-    installing = pool.submit(shared_install, machine, built, first.python, copies)
-    return _folders(built, machine, pool, bare, installing)
-
-
-def _folders(
-    built: BuiltWheel, machine: ContainerMachine, pool: ThreadPoolExecutor, bare: str, installing: Future[list[Check]]
-) -> _Installed:
-    """pip's runs into the --target layout's folder (pip lays a wheel out differently there) and the two-variants
-    folder, beside `installing`, the install that fills the machine's venvs."""
-    layouts = machine.layouts
-    (target,) = [layout for layout in layouts if layout.name == "target"]
-    targeting = pool.submit(
-        install_checks, machine, target.python, installs_without_nvidia(machine, built, target.pythonpath)
-    )
-    beside_installs = two_variants_installs(machine, built)
-    if machine.torch_pins:  # torch (and NVIDIA's wheels) come from the first venv: the folder waits for it
-        first = next(layout for layout in layouts if layout.name != "target")
-        beside = pool.submit(_after, installing, install_checks, machine, first.python, beside_installs)
-        return _Installed(bare, installing, targeting, beside, first.python)
-    beside = pool.submit(install_checks, machine, bare, beside_installs)
-    return _Installed(bare, installing, targeting, beside, bare)
-
-
-def _taken(
-    built: BuiltWheel,
-    machine: ContainerMachine,
-    first: ContainerMachine,
-    taken: _Installed,
-    shared: Sharing,
-    pool: ThreadPoolExecutor,
-    bare: str,
-) -> _Installed:
-    """What pip installed on `first`, taken by another Python's machine where pip would install the same there:
-    its venvs get copies, and its tiers use the --target folders pip filled on `first` where no script or header is
-    (else pip fills its own)."""
-    venvs = [bare, *(layout.python for layout in machine.layouts if layout.name != "target")]
-    copying = pool.submit(_copied, built, machine, first, taken, shared, venvs)
-    if not shared.folders:
-        return _folders(built, machine, pool, bare, copying)
-    machine.take_folders(first)
-    where = f"filled by pip on Python {first.python}, where no wheel puts a script or a header"
-    targeting = pool.submit(_filled, taken.target, f"the --target folder {where}", shared)
-    beside = pool.submit(_filled, taken.beside, f"the two-variants folder {where}", shared)
-    return _Installed(bare, copying, targeting, beside, bare)
-
-
-def _copied(
-    built: BuiltWheel,
-    machine: ContainerMachine,
-    first: ContainerMachine,
-    taken: _Installed,
-    shared: Sharing,
-    venvs: list[str],
-) -> list[Check]:
-    """The first Python's install (once pip is done there) copied into `venvs` of `machine`'s Python."""
-    checks = [*nvidia_met(machine, built), shared.check]
-    if not all(c.ok for c in taken.venvs.result()):
-        return [*checks, Check(f"the install on Python {first.python}", False, "it failed there")]
-    source = next(layout.python for layout in first.layouts if layout.name != "target")
-    copied = machine.copy_installed(source, venvs, first)
-    what = f"the install of Python {first.python} copied into the {len(venvs)} venvs"
-    return [*checks, Check(what, copied.returncode == 0, host.tail(copied.stderr, 8))]
-
-
-def _filled(installing: Future[list[Check]], what: str, shared: Sharing) -> list[Check]:
-    """The checks of a folder another Python's pip filled: whether it did."""
-    done = all(c.ok for c in installing.result())
-    return [shared.check, Check(what, done, "" if done else "pip failed there")]
-
-
-def _tiers(
-    built: BuiltWheel, machine: ContainerMachine, installed: _Installed, pool: ThreadPoolExecutor
-) -> list[TierResult]:
-    """Tiers 1 and 2, and the two-variants check, on one Python's machine, each once its installs are done. A wheel
-    built against torch has no tier 1: PyPI's torch does not import without NVIDIA's libraries."""
-    tiers = [] if machine.torch_pins else [pool.submit(_once, installed.venvs, tier1, machine, installed.bare, built)]
-    tiers += [
-        pool.submit(
-            _once, installed.target if layout.name == "target" else installed.venvs, tier2, machine, layout, built
+    def _in_container(self, prefix: str, image: str, fetched: _Fetched, *, torched: bool) -> str:
+        """Tiers 1 and 2 on each Python's machine in one container, beside each other: pip installs on the first,
+        and on another Python only where it would not install the same files there (sharing.py)."""
+        built = self.built
+        runtimes = self.add(
+            f"{prefix}lay out the runtime sites",  # NVIDIA's wheels, laid out once for every Python
+            lambda d: {
+                v: runtime_site(built.toolkit, d[s])
+                for v, s in (("floors", fetched.floors), ("newest", fetched.newest))
+            },
+            fetched.floors,
+            fetched.newest,
+            timed="lay out the runtime sites",
         )
-        for layout in machine.layouts
-    ]
-    tiers.append(pool.submit(_once, installed.beside, two_variants, machine, installed.beside_python, built))
-    return _on(built, machine.python, [tier.result() for tier in tiers])
+        start = self.add(
+            f"{prefix}start the container",
+            lambda done: self._container(done, image, fetched, runtimes),
+            runtimes,
+            fetched.torch,
+            fetched.neighbour,
+            *fetched.requirements.values(),
+        )
+        first, *others = fetched.requirements
+        venvs = {python: self._venvs(prefix, start, python) for python in fetched.requirements}
+        installs = {first: self._pip_installs(prefix, start, first, venvs[first], torched)}
+        for python in others:
+            installs[python] = self._taken(prefix, start, fetched, installs[first], first, python, venvs)
+        tiers = [
+            tier
+            for python in fetched.requirements
+            for tier in self._tiers(prefix, start, fetched.torch, python, venvs[python], installs[python], torched)
+        ]
+        return self.add(f"{prefix}stop the container", lambda d: self._closed(d[start]), start, *tiers)
+
+    def _venvs(self, prefix: str, start: str, python: str) -> str:
+        """The step that makes one Python's venvs in the container: the bare one's Python."""
+        return self.add(
+            f"{prefix}{python}: create the venvs", lambda d: d[start].machine(python).create_venvs()[0], start
+        )
+
+    def _container(self, done: Done, image: str, fetched: _Fetched, runtimes: str) -> SmokeContainer:
+        found = {python: done[step] for python, step in fetched.requirements.items()}
+        neighbour, decoys = done[fetched.neighbour], nvrtc_decoys(self.built.variant)
+        container = SmokeContainer(image, self.wheel, done[runtimes], found, neighbour, self.timings, decoys)
+        self.open.append(container)
+        for python in found:
+            container.machine(python).torch_pins = _pins(done[fetched.torch], python)
+        return container
+
+    def _pip_installs(
+        self, prefix: str, start: str, python: str, venvs: str, torched: bool, taking: str | None = None
+    ) -> _Installs:
+        """pip's runs on one Python's machine once its venvs are made: one into the first venv layout, copied into
+        the other venvs; one into the --target layout's folder (pip lays a wheel out differently there) and one
+        into the two-variants folder (for a wheel built against torch, once the first venv holds torch). With
+        `taking` (the step that decided how this Python takes another's installs), each only where it does not."""
+        built = self.built
+
+        def unless(taken: Callable[[Sharing], bool], run: Callable[[ContainerMachine, str], list[Check]]) -> Any:
+            def step(done: Done) -> list[Check] | None:
+                shared = done[taking] if taking else None
+                return None if shared is not None and taken(shared) else run(done[start].machine(python), done[venvs])
+
+            return step
+
+        waits = (start, venvs, *((taking,) if taking else ()))
+        into_venvs = self.add(
+            f"{prefix}{python}: install into the venvs", unless(lambda _: True, self._into_venvs), *waits
+        )
+        target = self.add(
+            f"{prefix}{python}: install into the --target folder",
+            unless(lambda shared: shared.folders, lambda machine, _: _into_target(machine, built)),
+            *waits,
+        )
+
+        def beside(machine: ContainerMachine, bare: str) -> list[Check]:
+            return install_checks(
+                machine, machine.layouts[0].python if torched else bare, two_variants_installs(machine, built)
+            )
+
+        beside_waits = (*waits, into_venvs) if torched else waits  # torch (and NVIDIA's wheels) from the first venv
+        folder = self.add(
+            f"{prefix}{python}: install the two variants", unless(lambda s: s.folders, beside), *beside_waits
+        )
+        return _Installs((into_venvs,), (target,), (folder,), torched)
+
+    def _into_venvs(self, machine: ContainerMachine, bare: str) -> list[Check]:
+        first, *others = [layout for layout in machine.layouts if layout.name != "target"]
+        return shared_install(machine, self.built, first.python, [bare, *(layout.python for layout in others)])
+
+    def _taken(
+        self,
+        prefix: str,
+        start: str,
+        fetched: _Fetched,
+        first_installs: _Installs,
+        first: str,
+        python: str,
+        venvs: dict[str, str],
+    ) -> _Installs:
+        """What pip installed on `first`, taken by another Python's machine where pip would install the same there
+        (sharing.py): its venvs get copies, and its tiers use the --target folders pip filled on `first` where no
+        script or header is; else pip's own runs (_pip_installs)."""
+        decided = self.add(
+            f"{prefix}{python}: may it take the installs of {first}",
+            lambda done: self._sharing(
+                done[start], first, python, {p: done[s] for p, s in fetched.requirements.items()}
+            ),
+            start,
+            venvs[first],
+            venvs[python],
+            *fetched.requirements.values(),
+        )
+        own = self._pip_installs(prefix, start, python, venvs[python], False, decided)
+        (first_venvs,) = first_installs.venvs
+        copied = self.add(
+            f"{prefix}{python}: the install of {first} copied",
+            lambda d: (
+                None
+                if d[decided] is None
+                else self._copied(d[start], first, python, d[decided], d[first_venvs], d[venvs[python]])
+            ),
+            start,
+            decided,
+            venvs[python],
+            first_venvs,
+        )
+        where = f"filled by pip on Python {first}, where no wheel puts a script or a header"
+        folders = []
+        for what, (filled,) in (("--target", first_installs.target), ("two-variants", first_installs.beside)):
+            folders.append(
+                self.add(
+                    f"{prefix}{python}: the {what} folder of {first} taken",
+                    _taken_folder(decided, filled, f"the {what} folder {where}"),
+                    decided,
+                    filled,
+                )
+            )
+        return _Installs((*own.venvs, copied), (*own.target, folders[0]), (*own.beside, folders[1]), False)
+
+    def _sharing(
+        self, container: SmokeContainer, first: str, python: str, found: dict[str, Path | None]
+    ) -> Sharing | None:
+        machine, first_machine = container.machine(python), container.machine(first)
+        shared = sharing(self.wheel, first_machine, machine, found)
+        if shared is not None and shared.folders:
+            machine.take_folders(first_machine)
+        return shared
+
+    def _copied(
+        self, container: SmokeContainer, first: str, python: str, shared: Sharing, first_checks: list[Check], bare: str
+    ) -> list[Check]:
+        """The first Python's install (once pip is done there) copied into the venvs of `python`'s machine."""
+        machine, first_machine = container.machine(python), container.machine(first)
+        venvs = [bare, *(layout.python for layout in machine.layouts if layout.name != "target")]
+        checks = [*nvidia_met(machine, self.built), shared.check]
+        if not all(c.ok for c in first_checks):
+            return [*checks, Check(f"the install on Python {first}", False, "it failed there")]
+        source = next(layout.python for layout in first_machine.layouts if layout.name != "target")
+        copied = machine.copy_installed(source, venvs, first_machine)
+        what = f"the install of Python {first} copied into the {len(venvs)} venvs"
+        return [*checks, Check(what, copied.returncode == 0, host.tail(copied.stderr, 8))]
+
+    def _tiers(
+        self, prefix: str, start: str, torch: str, python: str, venvs: str, installs: _Installs, torched: bool
+    ) -> list[str]:
+        """Tiers 1 and 2, and the two-variants check, on one Python's machine, each once its installs are done. A
+        wheel built against torch has no tier 1: PyPI's torch does not import without NVIDIA's libraries."""
+        built = self.built
+
+        def machine(done: Done) -> ContainerMachine:
+            machine: ContainerMachine = done[start].machine(python)
+            return machine
+
+        tiers = (
+            []
+            if torched
+            else [
+                self.add(
+                    f"{prefix}{python}: tier 1",
+                    lambda d: tier1(machine(d), d[venvs], built, installed=_filled_by(d, installs.venvs)),
+                    start,
+                    venvs,
+                    *installs.venvs,
+                )
+            ]
+        )
+        for i, (name, versions) in enumerate(ContainerMachine.LAYOUTS):
+            filled = installs.target if name == "target" else installs.venvs
+            run = self._container_tier2(start, python, i, filled)
+            tiers.append(self.add(f"{prefix}{python}: tier 2 ({name}, {versions})", run, start, *filled))
+
+        def beside(done: Done) -> TierResult:
+            python = machine(done).layouts[0].python if installs.beside_in_first_layout else done[venvs]
+            return two_variants(machine(done), python, built, installed=_filled_by(done, installs.beside))
+
+        tiers.append(self.add(f"{prefix}{python}: two variants", beside, start, venvs, *installs.beside))
+        self.tiers.append((torch, python, tiers))
+        return tiers
+
+    def _container_tier2(
+        self, start: str, python: str, index: int, filled: tuple[str, ...]
+    ) -> Callable[[Done], TierResult]:
+        def run(done: Done) -> TierResult:
+            machine = done[start].machine(python)
+            return tier2(machine, machine.layouts[index], self.built, installed=_filled_by(done, filled))
+
+        return run
 
 
-def _on(built: BuiltWheel, python: str, results: list[TierResult]) -> list[TierResult]:
-    """`results`, each saying the Python it ran on where the wheel serves several (abi3, py3-none)."""
-    if built.cell.abi != "cpython":
-        for result in results:
-            result.python = python
-    return results
+def _into_target(machine: ContainerMachine, built: BuiltWheel) -> list[Check]:
+    (target,) = [layout for layout in machine.layouts if layout.name == "target"]
+    return install_checks(machine, target.python, installs_without_nvidia(machine, built, target.pythonpath))
 
 
-def _once(installing: Future[list[Check]], run: Callable[..., TierResult], *args: object) -> TierResult:
-    """`run(*args)` on what the install fills, once it is there, with its checks."""
-    return run(*args, installed=installing.result())
+def _taken_folder(decided: str, filled: str, what: str) -> Callable[[Done], list[Check] | None]:
+    """A step that takes a folder another Python's pip filled (`filled`: that pip run), where `decided` says so."""
+
+    def take(done: Done) -> list[Check] | None:
+        shared: Sharing | None = done[decided]
+        return _filled(done[filled], what, shared) if shared and shared.folders else None
+
+    return take
 
 
-def _timed(steps: Steps, name: str, run: Callable[..., TierResult], *args: object) -> TierResult:
-    with steps.timed(name):
-        return run(*args)
-
-
-def _after(first: Future[Any], run: Callable[..., Any], *args: object) -> Any:
-    """`run(*args)` once `first` is done (a venv it fills is what `run` uses)."""
-    first.result()
-    return run(*args)
+def _filled(installed: list[Check], what: str, shared: Sharing) -> list[Check]:
+    """The checks of a folder another Python's pip filled: whether it did."""
+    done = all(c.ok for c in installed)
+    return [shared.check, Check(what, done, "" if done else "pip failed there")]

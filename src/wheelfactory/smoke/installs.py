@@ -11,12 +11,11 @@ from packaging.version import Version
 
 from .. import host
 from ..binaries.wheelfile import (
-    WheelName,
+    WheelMetadata,
     compatible_platforms,
     cpython_tag,
     metadata_of,
     pack,
-    requires_dist,
     unpack,
 )
 from ..built import BuiltWheel
@@ -47,12 +46,12 @@ def install_checks(machine: Machine, python: str, installs: list[list[str]]) -> 
     return checks
 
 
-def requirements(wheel: Path, but_torch: bool = False) -> list[str]:
+def requirements(wheel: WheelMetadata, but_torch: bool = False) -> list[str]:
     """The wheel's own Requires-Dist (no extra's) that are not NVIDIA's wheels: what it needs besides CUDA; with
     `but_torch`, torch left out too (a wheel built against it gets torch's as pip resolved them: TorchInstall)."""
     return [
         str(requirement)
-        for requirement in requires_dist(wheel, with_extras=False)
+        for requirement in wheel.requires_dist(with_extras=False)
         if not requirement.name.startswith("nvidia-")
         and not (but_torch and canonicalize_name(requirement.name) == "torch")
     ]
@@ -96,15 +95,15 @@ def installs_without_nvidia(machine: Machine, built: BuiltWheel, target: str | N
         # pip --target sees nothing installed, so it would fetch torch's NVIDIA requirements, which the folder holds
         # already (the layout's): torch and its other requirements go in as pip resolved them, without theirs.
         installs.insert(0, [*into, *found, "--no-deps", *machine.torch_pins])
-        others = requirements(built.path, but_torch=True)
+        others = requirements(machine.metadata, but_torch=True)
     else:
-        others = requirements(built.path)
+        others = requirements(machine.metadata)
     if others:
         installs.insert(0, [*into, *found, *others])
     return installs
 
 
-def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list[str]) -> Path | None:
+def download_requirements(wheel: WheelMetadata, python: str, into: Path, torch_pins: list[str]) -> Path | None:
     """The wheels of `wheel`'s non-CUDA requirements for CPython `python` and the wheel's platform, as pip resolves
     them from its index (the smoke machine has no network), in `into`; None when it has none. For a wheel built
     against torch (`torch_pins`: torch and its other requirements, as pip resolved them), those without their
@@ -113,7 +112,7 @@ def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list
     lines = requirements(wheel, but_torch=bool(torch_pins))
     if not lines and not torch_pins:
         return None
-    name = WheelName.of(wheel)
+    name = wheel.name
     tag = cpython_tag(python)
     options = ["--python-version", python, "--implementation", "cp", "--abi", tag, "--abi", "abi3", "--abi", "none"]
     options += [arg for platform in compatible_platforms(name.platform_tag) for arg in ("--platform", platform)]
@@ -126,7 +125,7 @@ def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list
         with host.cache_lock("wheels"):
             found = resolutions.earlier(asked)
         if found is None:
-            what = f"download the requirements of {wheel.name}: {', '.join(listed)}"
+            what = f"download the requirements of {wheel.path.name}: {', '.join(listed)}"
             with step(what), host.cache_lock("wheels"):
                 found = tuple(pip_download(listed, [*options, *more], resolutions.wheel_folder(), what))
                 resolutions.remember(asked, found)
@@ -139,10 +138,10 @@ def download_requirements(wheel: Path, python: str, into: Path, torch_pins: list
 def nvidia_met(machine: ContainerMachine, built: BuiltWheel) -> list[Check]:
     """Whether the NVIDIA wheels the machine's layouts mount, at each set of versions, meet the wheel's
     requirements (requirements_met)."""
-    return [requirements_met(built.path, runtime, versions) for versions, runtime in machine.runtimes.items()]
+    return [requirements_met(machine.metadata, runtime, versions) for versions, runtime in machine.runtimes.items()]
 
 
-def requirements_met(wheel: Path, runtime: Path, versions: NvidiaVersions) -> Check:
+def requirements_met(wheel: WheelMetadata, runtime: Path, versions: NvidiaVersions) -> Check:
     """Each NVIDIA requirement of the wheel (with all its extras) and of theirs, met by the version of that
     distribution in `runtime` (the layouts' NVIDIA wheels at those versions), as pip's resolver would judge."""
     installed = {canonicalize_name(m["Name"]): m for m in map(metadata_of, runtime.glob("*.dist-info/METADATA"))}

@@ -11,12 +11,10 @@ import tempfile
 from dataclasses import dataclass, replace
 from importlib.resources import as_file, files
 from pathlib import Path, PurePath
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from .. import host
-from ..binaries.wheelfile import (
-    cpython_tag,
-)
+from ..binaries.wheelfile import WheelMetadata, cpython_tag
 from ..errors import ToolFailure
 from .nvidia import NvidiaVersions
 from .results import Steps
@@ -63,6 +61,7 @@ class Machine(Protocol):
     """Where tiers 1 and 2 run: a clean, GPU-free machine holding the wheel."""
 
     wheel: str  # the wheel under test, as this machine sees it
+    metadata: WheelMetadata  # its METADATA, read once (on this host)
     requirements: str | None  # the folder of its non-CUDA requirements' wheels, as this machine sees it
     neighbour: str  # the stand-in of another variant of the wheel (standin_variant), as this machine sees it
     side_by_side: str  # a folder, absent until pip --target fills it with the wheel and its neighbour
@@ -95,7 +94,7 @@ class SmokeContainer:
     def __init__(
         self,
         image: str,
-        wheel: Path,
+        wheel: WheelMetadata,
         runtimes: dict[NvidiaVersions, Path],
         requirements: dict[str, Path | None],
         neighbour: Path,
@@ -104,11 +103,11 @@ class SmokeContainer:
     ) -> None:
         self.engine = host.container_engine()
         self.steps, self.runtimes = steps, runtimes  # runtimes: on the host, the NVIDIA wheels the layouts mount
-        self.wheel = f"/smoke/wheels/{wheel.name}"
+        self.metadata, self.wheel = wheel, f"/smoke/wheels/{wheel.path.name}"
         self.neighbour = f"/smoke/neighbour/{neighbour.name}"
         self.machines = {python: ContainerMachine(self, python, found) for python, found in requirements.items()}
         with as_file(PROBE_SOURCE) as probe, as_file(COPY_SOURCE) as copy:
-            mounts = [f"{wheel.parent}:/smoke/wheels:ro", f"{probe}:{TOOLS}/wheelfactory_probe.py:ro"]
+            mounts = [f"{wheel.path.parent}:/smoke/wheels:ro", f"{probe}:{TOOLS}/wheelfactory_probe.py:ro"]
             mounts.append(f"{copy}:{TOOLS}/wheelfactory_copy.py:ro")
             mounts.append(f"{neighbour.parent}:/smoke/neighbour:ro")
             mounts += [f"{runtime}:/smoke/runtime/{versions}:ro" for versions, runtime in runtimes.items()]
@@ -156,10 +155,18 @@ class ContainerMachine:
     where pip would install the same there (smoke/sharing.py); the --target folder gets a pip run of its own,
     whose layout differs."""
 
+    # Its layouts (name, versions), in order: what the smoke's schedule names a tier 2 for.
+    LAYOUTS: ClassVar = (
+        ("venv", "floors"),
+        ("system-site-packages", "floors"),
+        ("target", "floors"),
+        ("venv", "newest"),
+    )
+
     def __init__(self, container: SmokeContainer, python: str, requirements: Path | None) -> None:
         self.container, self.python = container, python
         self.root = f"/smoke/{python}"
-        self.wheel, self.neighbour = container.wheel, container.neighbour
+        self.wheel, self.neighbour, self.metadata = container.wheel, container.neighbour, container.metadata
         self.requirements = f"{self.root}/requirements" if requirements else None
         self.side_by_side = f"{self.root}/side-by-side"
         self.torch_pins: list[str] = []
@@ -253,9 +260,11 @@ class HostMachine:
     --system-site-packages layout would install them into the runner's own Python, which a developer's machine
     must not get, so it is left to the Linux tiers."""
 
+    LAYOUTS: ClassVar = (("venv", "floors"), ("target", "floors"), ("venv", "newest"))
+
     def __init__(
         self,
-        wheel: Path,
+        wheel: WheelMetadata,
         nvidia: dict[NvidiaVersions, tuple[Path, ...]],
         python: str,
         requirements: Path | None,
@@ -263,7 +272,7 @@ class HostMachine:
         steps: Steps,
     ) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix="smoke-"))
-        self.wheel, self.nvidia, self.python_version = str(wheel), nvidia, python
+        self.metadata, self.wheel, self.nvidia, self.python_version = wheel, str(wheel.path), nvidia, python
         self.neighbour, self.side_by_side = str(neighbour), str(self.scratch / "side-by-side")
         self.torch_pins: list[str] = []
         self.steps, self.step_prefix = steps, f"{python}: "

@@ -1,5 +1,6 @@
 """NVIDIA's wheels the smoke layouts hold with a wheel: those pip would install with it and all its extras,
-at the floors its Requires-Dist admit or at the newest, unpacked once into the cache as a runtime site."""
+at the floors its Requires-Dist admit or at the newest, laid out in the cache as a runtime site (each wheel unpacked
+once, whichever sites hold it, and linked into them)."""
 
 from __future__ import annotations
 
@@ -15,26 +16,26 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from packaging.version import Version
 
 from .. import host
-from ..binaries.wheelfile import WheelName, extras, marker_environment, metadata, unpack
+from ..binaries.wheelfile import WheelMetadata, marker_environment, unpack
 from ..components import OS
 from ..errors import ToolFailure, fetched
 from ..platforms import platform_of
 from ..progress import step
 from ..sources import index_urls, project_files
 from ..toolkit.provision import Toolkit, download_wheels
-from ..untrusted.cache import reusable, seal
+from ..untrusted.cache import SEAL, reusable, seal
 from . import resolutions
 
 
 def nvidia_requirements(
-    wheel: Path, requires_of: Callable[[NormalizedName], list[str] | None]
+    wheel: WheelMetadata, requires_of: Callable[[NormalizedName], list[str] | None]
 ) -> Iterator[Requirement]:
     """Each NVIDIA requirement pip meets when it installs `wheel` with all its extras on the wheel's machine: the
     wheel's own, then those of each NVIDIA distribution they name (`requires_of(name)`: its Requires-Dist, asked
     once a distribution, after a requirement on it was yielded)."""
-    environment = marker_environment(WheelName.of(wheel))
-    wanted_extras = ["", *extras(wheel)]
-    pending = [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]
+    environment = marker_environment(wheel.name)
+    wanted_extras = ["", *wheel.extras]
+    pending = wheel.requires_dist()
     followed: set[NormalizedName] = set()
     while pending:
         requirement = pending.pop()
@@ -92,11 +93,13 @@ def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVe
     return found
 
 
-def nvidia_wheels(wheel: Path, versions: NvidiaVersions, pinned: dict[str, str] | None = None) -> tuple[Path, ...]:
+def nvidia_wheels(
+    wheel: WheelMetadata, versions: NvidiaVersions, pinned: dict[str, str] | None = None
+) -> tuple[Path, ...]:
     """The NVIDIA wheels pip would install with `wheel` and all its extras, at the lowest versions its
     Requires-Dist admit or at the newest: what the smoke tiers' CUDA layouts hold. `pinned`: NVIDIA's wheels that
     another requirement pins exactly (torch's, name -> version): those at that version, whatever the floors."""
-    name = WheelName.of(wheel)
+    name = wheel.name
     pinned = pinned or {}
     own = sorted(
         {
@@ -110,14 +113,43 @@ def nvidia_wheels(wheel: Path, versions: NvidiaVersions, pinned: dict[str, str] 
 
 
 def runtime_site(toolkit: Toolkit, wheels: tuple[Path, ...]) -> Path:
-    """NVIDIA's `wheels` unpacked once into the cache as site-packages: what the smoke tiers' venvs reach."""
+    """NVIDIA's `wheels` laid out in the cache as site-packages: what the smoke tiers' venvs reach. Each wheel is
+    unpacked once (unpacked_once), whichever sets hold it — the floors and the newest share every wheel they hold
+    at one version, and so do two wheels' smokes — and a set's site is made of hard links to those files, wheel
+    after wheel, as pip writes them into one folder (a later wheel's file replacing an earlier one's)."""
     key = hashlib.sha256(json.dumps(sorted(w.name for w in wheels)).encode()).hexdigest()[:12]
     # Beside the toolkits, not inside one: a toolkit's folder is sealed as it was laid out.
     site = host.cache_dir() / "runtime" / f"{toolkit.site.parent.name}-{key}"
     with host.cache_lock(f"runtime-{toolkit.site.parent.name}-{key}"):
         if not reusable(site):
-            with host.built_aside(site) as scratch, fetched():
-                for distribution_wheel in wheels:
-                    unpack(distribution_wheel, scratch)
+            unpacked = [unpacked_once(wheel) for wheel in wheels]
+            with host.built_aside(site) as scratch:
+                for folder in unpacked:
+                    _linked(folder, scratch)
                 seal(scratch)
     return site
+
+
+def unpacked_once(wheel: Path) -> Path:
+    """One NVIDIA wheel unpacked into the cache, once: a folder every runtime site that holds it links from."""
+    folder = host.cache_dir() / "runtime-wheels" / wheel.name.removesuffix(".whl")
+    with host.cache_lock(f"runtime-wheel-{wheel.name}"):
+        if not reusable(folder):
+            with host.built_aside(folder) as scratch, fetched():
+                unpack(wheel, scratch)
+                seal(scratch)
+    return folder
+
+
+def _linked(unpacked: Path, site: Path) -> None:
+    """Every file of an unpacked wheel (its seal aside) in `site` at the same place, as a hard link."""
+    for path in sorted(unpacked.rglob("*")):
+        relative = path.relative_to(unpacked)
+        if relative == Path(SEAL):
+            continue
+        target = site / relative
+        if path.is_dir():
+            target.mkdir(exist_ok=True)
+            continue
+        target.unlink(missing_ok=True)
+        host.link_or_copy(path, target)

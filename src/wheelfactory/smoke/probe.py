@@ -26,8 +26,9 @@ imports `pkg` first), and that import is most of their cost (a package that open
 maps hundreds of megabytes). Those of one package are forked from a child of the pristine interpreter that has
 done exactly that first step, `import pkg`, with the statement's warning filters: each then starts where its own
 run would have been after that step. Only where the step left a process that forks faithfully: it raised
-nothing (-W error: warned nothing) and runs one thread (a fork keeps only the caller's). Otherwise, or if that
-child dies, the statements are forked from the pristine interpreter as before.
+nothing (-W error: warned nothing) and runs one thread (a fork keeps only the caller's; the thread pools libraries
+start at import are held to one: ONE_THREAD). Otherwise, or if that child dies, the statements are forked from the
+pristine interpreter as before.
 """
 
 from __future__ import annotations
@@ -98,8 +99,18 @@ def _judged(spec: dict[str, object], seen: dict[str, object]) -> dict[str, objec
     return {"ok": True, "detail": "imported", "libraries": cuda}
 
 
+# The thread pools that libraries start when imported (OpenBLAS's, which NumPy loads; OpenMP's; MKL's), kept to the
+# thread that loads them: a process that imported such a package (CuPy imports NumPy) then still runs one thread and
+# forks faithfully, and its statements share that import instead of each importing it again. Set for every check
+# alike, forked or spawned: how many threads a pool starts changes no library loaded, nor where from.
+ONE_THREAD = {
+    name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+}
+
+
 def _environment(pythonpath: object) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONPATH")}
+    env.update(ONE_THREAD)
     if pythonpath:
         env["PYTHONPATH"] = str(pythonpath)
     return env

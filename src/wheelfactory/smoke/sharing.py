@@ -19,7 +19,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import compatible_tags, cpython_tags
 
-from ..binaries.wheelfile import WheelName, members, metadata, read_member
+from ..binaries.wheelfile import WheelMetadata, members, read_member
 from ..untrusted.shown import shown
 from .machines import ContainerMachine
 from .results import Check
@@ -42,7 +42,7 @@ def requirement_wheels(found: Path | None) -> list[Path]:
 
 
 def sharing(
-    wheel: Path, first: ContainerMachine, other: ContainerMachine, found: dict[str, Path | None]
+    wheel: WheelMetadata, first: ContainerMachine, other: ContainerMachine, found: dict[str, Path | None]
 ) -> Sharing | None:
     """How `other` (its venvs made) may take what pip installed on `first`, or None where pip must run on it too."""
     ours, theirs = requirement_wheels(found[first.python]), requirement_wheels(found[other.python])
@@ -50,8 +50,8 @@ def sharing(
         return None
     if first.pip is None or first.pip != other.pip or other.version is None:
         return None
-    name = WheelName.of(wheel)
-    declared = metadata(wheel).get("Requires-Python") or ""
+    name = wheel.name
+    declared = wheel.fields.get("Requires-Python") or ""
     try:
         requires_python = SpecifierSet(declared)
     except InvalidSpecifier:
@@ -71,7 +71,7 @@ def sharing(
         f"the same {first.pip} and requirement wheels ({shown(listed)}); Requires-Python {shown(declared or 'none')} "
         f"and the tag {name.python_tag}-{name.platform_tag} admit CPython {other.version}",
     )
-    return Sharing(check, not any(differs_by_python(w) for w in (wheel, *ours)))
+    return Sharing(check, not any(differs_by_python(w) for w in (wheel.path, *ours)))
 
 
 def differs_by_python(wheel: Path) -> bool:

@@ -14,10 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from .. import host
-from ..binaries.wheelfile import (
-    metadata,
-    with_extras,
-)
+from ..binaries.wheelfile import WheelMetadata, with_extras
 from ..built import BuiltWheel
 from ..components import NO_WHEEL, component_table, operating_system, toolkit_table
 from ..declared import (
@@ -351,11 +348,12 @@ def sbom_check(built: BuiltWheel) -> Check:
     return Check("the SBOM is valid and agrees with the wheel", not problems, "\n".join(problems))
 
 
-def tier3(built: BuiltWheel) -> TierResult:
+def tier3(built: BuiltWheel, read: WheelMetadata) -> TierResult:
+    """The wheel's metadata (`read`: its METADATA, read once) and its SBOM."""
     wheel, variant = built.path, built.variant
     result = TierResult(3)
     started = time.monotonic()
-    found = metadata(wheel)
+    found = read.fields
     result.checks.append(
         Check("name", canonicalize_name(found["Name"]) == canonicalize_name(variant.dist_name), found["Name"])
     )
