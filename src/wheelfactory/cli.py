@@ -75,7 +75,8 @@ def cmd_image(args: argparse.Namespace) -> int:
     from .host import cache_dir
     from .image import build_image, image_tag
 
-    build_image(args.tag or image_tag(args.arch), args.workdir or cache_dir() / f"image-{args.arch}", args.arch)
+    workdir = args.workdir or cache_dir() / f"image-{args.arch}"
+    build_image(args.tag or image_tag(args.arch), workdir, args.arch, args.cpython_from_source)
     return 0
 
 
@@ -400,6 +401,14 @@ def parser() -> argparse.ArgumentParser:
         "--arch", choices=ARCHS, default=host_machine(), help="the machine it is for (default: this host's)"
     )
     image.add_argument("--workdir", type=Path, help="scratch space for the root file system")
+    image.add_argument(
+        "--cpython-from-source",
+        action="append",
+        default=[],
+        metavar="X.Y",
+        help="build this CPython from Debian's pinned source even where this host has a copy (repeatable); "
+        "those the host lacks are always built",
+    )
     image.set_defaults(run=cmd_image)
     return top
 
