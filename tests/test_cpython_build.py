@@ -5,15 +5,16 @@ mirror or placed by hand in the cache, and a build is keyed by what it depends o
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
 
 from wheelfactory.cpython_build import CPythonSource, build_key, cpython_sources, source_tarball
 from wheelfactory.errors import BadBytes, ToolFailure
-from wheelfactory.image import WANTED_PYTHONS
+from wheelfactory.image import WANTED_PYTHONS, ImagePython, _link_python
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENT = b"not really a CPython tarball, but bytes with a known hash"
@@ -85,3 +86,16 @@ def test_every_python_of_the_matrix_has_a_way_into_the_image() -> None:
         assert source.version.startswith(series + ".")
         assert source.filename == f"python{series}_{source.version}.orig.tar.xz"
         assert len(source.sha256) == 64
+
+
+def test_a_built_cpython_is_laid_out_as_manylinux_and_cibuildwheel_call_it(tmp_path: Path) -> None:
+    """`make install` makes bin/python3.15 and bin/python3 only; cibuildwheel and the image's own probe call
+    /opt/python/cp315-cp315/bin/python."""
+    prefix = PurePosixPath("/opt/_internal/cpython-3.15.2")
+    bin_dir = tmp_path / "rootfs" / prefix.relative_to("/") / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python3.15").write_text("#!/bin/sh\n")
+    _link_python(tmp_path / "rootfs", ImagePython("3.15", Path(prefix)))
+    assert os.readlink(tmp_path / "rootfs/opt/python/cp315-cp315") == str(prefix)
+    assert os.readlink(bin_dir / "python") == "python3.15"
+    assert (bin_dir.parent / "lib/python3.15/site-packages").is_dir()

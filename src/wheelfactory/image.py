@@ -249,10 +249,12 @@ def image_command(arch: str) -> str:
     return "nox -s image" if arch == machine() else f"nox -s image -- --arch {arch}"
 
 
-def _debootstrap(rootfs: Path, debian_arch: str, foreign: bool) -> None:
+def _debootstrap(rootfs: Path, debian_arch: str, foreign: bool, builds_cpython: bool) -> None:
     """Debian's root file system with the image's packages; another machine's is configured under QEMU."""
-    # The native root builds the CPythons the host lacks; the -dev packages stay, for extensions that need them.
-    packages = [*PACKAGES, *(DEBIAN_PYTHON_PACKAGES if foreign else BUILD_PACKAGES)]
+    # A root that gets a CPython built from source has the -dev packages it links, built there or not (the cache
+    # may hold the build): the image is the same cold or warm, and extensions that need them find them.
+    extra = DEBIAN_PYTHON_PACKAGES if foreign else BUILD_PACKAGES if builds_cpython else []
+    packages = [*PACKAGES, *extra]
     debootstrap = ["debootstrap", "--variant=minbase", f"--arch={debian_arch}", f"--include={','.join(packages)}"]
     if foreign:
         with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: download and unpack"):
@@ -285,6 +287,10 @@ def _link_python(rootfs: Path, python: ImagePython) -> None:
     link = rootfs / "opt" / "python" / python.tag
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(python.prefix)
+    # cibuildwheel and `interpreters` call bin/python, which CPython's own `make install` does not make.
+    plain = rootfs / python.prefix.relative_to("/") / "bin" / "python"
+    if not plain.exists():
+        plain.symlink_to(f"python{python.version}")
 
 
 def _make_image(rootfs: Path, workdir: Path, tag: str, arch: str, debian_arch: str, engine: str) -> None:
@@ -373,7 +379,7 @@ def _build_image(tag: str, workdir: Path, arch: str, debian_arch: str, interpret
         shutil.rmtree(rootfs)
     workdir.mkdir(parents=True, exist_ok=True)
 
-    _debootstrap(rootfs, debian_arch, foreign)
+    _debootstrap(rootfs, debian_arch, foreign, bool(interpreters.built))
     _copy_pythons(rootfs, interpreters.copied)
     for source, tarball in interpreters.built:
         install_cpython(source, tarball, rootfs, DEBIAN_SUITE, debian_arch)
