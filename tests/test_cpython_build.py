@@ -14,7 +14,7 @@ import yaml
 
 from wheelfactory.cpython_build import CPythonSource, build_key, cpython_sources, source_tarball
 from wheelfactory.errors import BadBytes, ToolFailure
-from wheelfactory.image import WANTED_PYTHONS, ImagePython, _link_python
+from wheelfactory.image import WANTED_PYTHONS, ImagePython, _link_python, _native_interpreters
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENT = b"not really a CPython tarball, but bytes with a known hash"
@@ -99,3 +99,17 @@ def test_a_built_cpython_is_laid_out_as_manylinux_and_cibuildwheel_call_it(tmp_p
     assert os.readlink(tmp_path / "rootfs/opt/python/cp315-cp315") == str(prefix)
     assert os.readlink(bin_dir / "python") == "python3.15"
     assert (bin_dir.parent / "lib/python3.15/site-packages").is_dir()
+
+
+def test_without_building_the_image_leaves_out_what_the_cache_holds_no_build_of(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nox -s image -- --no-cpython-build` (CI's): no tarball is fetched and nothing is built for a release the
+    host lacks; it is left out, and said so."""
+    chosen = _native_interpreters([], "amd64", build=False)
+    assert chosen.built == []
+    assert not (cache / "cpython-sources").exists()
+    err = capsys.readouterr().err
+    lacking = [v for v in WANTED_PYTHONS if v not in [p.version for p in chosen.copied]]
+    for version in lacking:
+        assert f"the image is made without CPython {version}: the cache holds no build of it" in err

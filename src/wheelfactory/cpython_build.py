@@ -114,11 +114,16 @@ def build_key(source: CPythonSource, suite: str, debian_arch: str) -> str:
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
+def cached_build(source: CPythonSource, suite: str, debian_arch: str) -> Path:
+    """Where the cache keeps the installed prefix of `source` built in `suite`'s root for `debian_arch`."""
+    key = build_key(source, suite, debian_arch)
+    return host.cache_dir() / "cpython-builds" / f"{source.version}-{debian_arch}-{key}"
+
+
 def install_cpython(source: CPythonSource, tarball: Path, rootfs: Path, suite: str, debian_arch: str) -> None:
     """CPython `source` installed at its prefix in `rootfs`: copied from the cache, else built there (chrooted)
     and kept in the cache."""
-    key = build_key(source, suite, debian_arch)
-    entry = host.cache_dir() / "cpython-builds" / f"{source.version}-{debian_arch}-{key}"
+    entry = cached_build(source, suite, debian_arch)
     in_root = rootfs / source.prefix.relative_to("/")
     with host.cache_lock(f"cpython-build-{entry.name}"):
         if reusable(entry):

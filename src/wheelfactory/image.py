@@ -35,10 +35,18 @@ from filelock import FileLock, Timeout
 from . import host
 from .binaries.wheelfile import cpython_tag
 from .components import toolkit_table
-from .cpython_build import BUILD_PACKAGES, CPythonSource, cpython_sources, install_cpython, source_tarball
+from .cpython_build import (
+    BUILD_PACKAGES,
+    CPythonSource,
+    cached_build,
+    cpython_sources,
+    install_cpython,
+    source_tarball,
+)
 from .errors import ToolFailure, UserError
 from .host import machine
 from .progress import console, step
+from .untrusted.cache import reusable
 from .untrusted.shown import shown
 
 DEBIAN_SUITE = "bookworm"
@@ -323,9 +331,9 @@ class _Interpreters:
         return sorted(pythons, key=lambda p: int(p.version.split(".")[1]))
 
 
-def _native_interpreters(from_source: list[str]) -> _Interpreters:
-    """The host's copy of each wanted release, else (and for those in `from_source`) Debian's pinned source; a
-    release with neither is left out, and said so."""
+def _native_interpreters(from_source: list[str], debian_arch: str, build: bool) -> _Interpreters:
+    """The host's copy of each wanted release, else (and for those in `from_source`) Debian's pinned source, or
+    without `build` only a build of it the cache holds; a release with neither is left out, and said so."""
     unknown = [v for v in from_source if v not in cpython_sources()]
     if unknown:
         raise UserError(
@@ -337,6 +345,9 @@ def _native_interpreters(from_source: list[str]) -> _Interpreters:
     for version in WANTED_PYTHONS:
         source = cpython_sources().get(version)
         if version in [p.version for p in copied] or source is None:
+            continue
+        if not build and not reusable(cached_build(source, DEBIAN_SUITE, debian_arch)):
+            console.print(f"the image is made without CPython {version}: the cache holds no build of it", markup=False)
             continue
         try:
             built.append((source, source_tarball(source)))
@@ -351,10 +362,12 @@ def _native_interpreters(from_source: list[str]) -> _Interpreters:
     return chosen
 
 
-def build_image(tag: str, workdir: Path, arch: str, from_source: list[str] | None = None) -> None:
+def build_image(
+    tag: str, workdir: Path, arch: str, from_source: list[str] | None = None, build_cpython: bool = True
+) -> None:
     """The offline build image `tag` for machine `arch`, from Debian's packages and this host's CPythons, the
-    releases the host lacks (and those in `from_source`) built from Debian's source; another machine's has
-    Debian's CPython, and is made under QEMU."""
+    releases the host lacks (and those in `from_source`) built from Debian's source (without `build_cpython`, only
+    those the cache holds built); another machine's has Debian's CPython, and is made under QEMU."""
     if os.geteuid() != 0:
         raise ToolFailure("building the offline image needs root (debootstrap and chroot) — run it as root")
     if shutil.which("debootstrap") is None:
@@ -366,7 +379,7 @@ def build_image(tag: str, workdir: Path, arch: str, from_source: list[str] | Non
         host.ensure_emulation(arch)
         interpreters = _Interpreters([], [])
     else:
-        interpreters = _native_interpreters(from_source or [])
+        interpreters = _native_interpreters(from_source or [], debian_arch, build_cpython)
     with _build_lock(tag):
         _build_image(tag, workdir, arch, debian_arch, interpreters)
 
