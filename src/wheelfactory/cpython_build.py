@@ -10,7 +10,7 @@ ensurepip wheels of its own (the image script installs one pinned pip into every
 
 The tarball is checked against the sha256 pinned in data/cpython_sources.yaml (read down Debian's signed chain),
 and the installed prefix is kept in the factory cache, sealed, under a key of the tarball's hash, the configure
-line, the Debian suite and the machine: the second image build copies it in a second or two.
+line, the Debian suite and the machine: the next image build copies it in within seconds.
 """
 
 from __future__ import annotations
