@@ -120,7 +120,7 @@ def cached_build(source: CPythonSource, suite: str, debian_arch: str) -> Path:
     return host.cache_dir() / "cpython-builds" / f"{source.version}-{debian_arch}-{key}"
 
 
-def install_cpython(source: CPythonSource, tarball: Path, rootfs: Path, suite: str, debian_arch: str) -> None:
+def install_cpython(source: CPythonSource, rootfs: Path, suite: str, debian_arch: str) -> None:
     """CPython `source` installed at its prefix in `rootfs`: copied from the cache, else built there (chrooted)
     and kept in the cache."""
     entry = cached_build(source, suite, debian_arch)
@@ -130,7 +130,7 @@ def install_cpython(source: CPythonSource, tarball: Path, rootfs: Path, suite: s
             with step(f"copy CPython {source.version} built before from the cache"):
                 shutil.copytree(entry, in_root, symlinks=True, ignore=shutil.ignore_patterns(SEAL))
             return
-        _build_in_root(source, tarball, rootfs)
+        _build_in_root(source, source_tarball(source), rootfs)
         with step(f"keep CPython {source.version}'s build in the cache"), host.built_aside(entry) as scratch:
             shutil.copytree(in_root, scratch, symlinks=True, dirs_exist_ok=True)
         seal(entry)

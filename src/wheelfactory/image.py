@@ -320,14 +320,15 @@ def _make_image(rootfs: Path, workdir: Path, tag: str, arch: str, debian_arch: s
 
 @dataclass(frozen=True)
 class _Interpreters:
-    """What the image gets: this host's CPythons copied in, and Debian's sources (with their tarballs) to build."""
+    """What the image gets: this host's CPythons copied in, and those built from Debian's sources (or the cache's
+    builds of them)."""
 
     copied: list[ImagePython]
-    built: list[tuple[CPythonSource, Path]]
+    built: list[CPythonSource]
 
     @property
     def all(self) -> list[ImagePython]:
-        pythons = [*self.copied, *(ImagePython(source.series, source.prefix) for source, _ in self.built)]
+        pythons = [*self.copied, *(ImagePython(source.series, source.prefix) for source in self.built)]
         return sorted(pythons, key=lambda p: int(p.version.split(".")[1]))
 
 
@@ -346,13 +347,16 @@ def _native_interpreters(from_source: list[str], debian_arch: str, build: bool) 
         source = cpython_sources().get(version)
         if version in [p.version for p in copied] or source is None:
             continue
-        if not build and not reusable(cached_build(source, DEBIAN_SUITE, debian_arch)):
+        if reusable(cached_build(source, DEBIAN_SUITE, debian_arch)):
+            built.append(source)
+        elif not build:
             console.print(f"the image is made without CPython {version}: the cache holds no build of it", markup=False)
-            continue
-        try:
-            built.append((source, source_tarball(source)))
-        except ToolFailure as exc:
-            console.print(f"the image is made without CPython {version}: {exc}", markup=False)
+        else:
+            try:
+                source_tarball(source)  # fetched now, so that a release the mirror lacks is left out before anything
+                built.append(source)
+            except ToolFailure as exc:
+                console.print(f"the image is made without CPython {version}: {exc}", markup=False)
     chosen = _Interpreters(copied, built)
     if "3.9" not in [p.version for p in chosen.all]:
         raise ToolFailure(
@@ -394,8 +398,8 @@ def _build_image(tag: str, workdir: Path, arch: str, debian_arch: str, interpret
 
     _debootstrap(rootfs, debian_arch, foreign, bool(interpreters.built))
     _copy_pythons(rootfs, interpreters.copied)
-    for source, tarball in interpreters.built:
-        install_cpython(source, tarball, rootfs, DEBIAN_SUITE, debian_arch)
+    for source in interpreters.built:
+        install_cpython(source, rootfs, DEBIAN_SUITE, debian_arch)
         _link_python(rootfs, ImagePython(source.series, source.prefix))
     shutil.copy(host_ca_bundle(), rootfs / CA_BUNDLE_IN_IMAGE.lstrip("/"))
     shutil.copy("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
