@@ -393,7 +393,11 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", action="store_true", help="exit 1 when the data files are behind the index")
     facts.set_defaults(run=cmd_facts)
 
-    image = sub.add_parser("image", help="build the offline manylinux-compatible image")
+    _image_parser(sub.add_parser("image", help="build the offline manylinux-compatible image"))
+    return top
+
+
+def _image_parser(image: argparse.ArgumentParser) -> None:
     image.add_argument(
         "--tag", help="default: manylinux-offline:latest, or manylinux-offline-ARCH:latest for an emulated machine"
     )
@@ -417,7 +421,6 @@ def parser() -> argparse.ArgumentParser:
         "cold build costs some 17 minutes each)",
     )
     image.set_defaults(run=cmd_image)
-    return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
