@@ -75,7 +75,8 @@ def cmd_image(args: argparse.Namespace) -> int:
     from .host import cache_dir
     from .image import build_image, image_tag
 
-    build_image(args.tag or image_tag(args.arch), args.workdir or cache_dir() / f"image-{args.arch}", args.arch)
+    workdir = args.workdir or cache_dir() / f"image-{args.arch}"
+    build_image(args.tag or image_tag(args.arch), workdir, args.arch, args.cpython_from_source, args.cpython_build)
     return 0
 
 
@@ -392,7 +393,11 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", action="store_true", help="exit 1 when the data files are behind the index")
     facts.set_defaults(run=cmd_facts)
 
-    image = sub.add_parser("image", help="build the offline manylinux-compatible image")
+    _image_parser(sub.add_parser("image", help="build the offline manylinux-compatible image"))
+    return top
+
+
+def _image_parser(image: argparse.ArgumentParser) -> None:
     image.add_argument(
         "--tag", help="default: manylinux-offline:latest, or manylinux-offline-ARCH:latest for an emulated machine"
     )
@@ -400,8 +405,22 @@ def parser() -> argparse.ArgumentParser:
         "--arch", choices=ARCHS, default=host_machine(), help="the machine it is for (default: this host's)"
     )
     image.add_argument("--workdir", type=Path, help="scratch space for the root file system")
+    image.add_argument(
+        "--cpython-from-source",
+        action="append",
+        default=[],
+        metavar="X.Y",
+        help="build this CPython from Debian's pinned source even where this host has a copy (repeatable); "
+        "those the host lacks are always built",
+    )
+    image.add_argument(
+        "--no-cpython-build",
+        dest="cpython_build",
+        action="store_false",
+        help="build no CPython from source: take those the cache holds built, leave the others out (CI, where a "
+        "cold build costs some 17 minutes each)",
+    )
     image.set_defaults(run=cmd_image)
-    return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:

