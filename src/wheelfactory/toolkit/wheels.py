@@ -9,11 +9,11 @@ The caller holds the cache's `wheels` lock: one process at a time writes into th
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -49,14 +49,7 @@ def pip_download(
     dest.mkdir(parents=True, exist_ok=True)
     picked = resolve(reqs, options, what, pins)
     wanted = [r for r in picked if r.sha256 is None or sealed_sha256(dest / r.filename) != r.sha256]
-    with ThreadPoolExecutor(max_workers=DOWNLOAD_WORKERS) as pool:
-        tasks = [pool.submit(_fetch, r, dest) for r in wanted]
-        try:
-            for task in tasks:
-                task.result()
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            raise
+    host.side_by_side((functools.partial(_fetch, r, dest) for r in wanted), DOWNLOAD_WORKERS)
     return sorted({dest / r.filename for r in picked})
 
 

@@ -13,6 +13,7 @@ writes nothing through a link and refuses links that lead outside. This is check
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import hashlib
 import io
@@ -30,12 +31,12 @@ import urllib.request
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from .. import host
 from ..errors import BadBytes, ToolFailure
 from .shown import shown
 
@@ -452,14 +453,8 @@ def unpack_together(wheels: list[Path], into: Path, workers: int = UNPACK_WORKER
             for _, _, member in chosen.values():
                 if member.kind == "dir":
                     (root / PurePosixPath(member.name)).mkdir(parents=True, exist_ok=True)
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                tasks = [pool.submit(_write_zip_member, wheel, z, m, root, written) for wheel, z, m in files]
-                try:
-                    for task in tasks:
-                        task.result()
-                except BaseException:
-                    pool.shutdown(cancel_futures=True)
-                    raise
+            writes = (functools.partial(_write_zip_member, wheel, z, m, root, written) for wheel, z, m in files)
+            host.side_by_side(writes, workers)
         except BaseException:
             for path in reversed(written):
                 if path.is_symlink() or path.is_file():
