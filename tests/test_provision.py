@@ -36,8 +36,8 @@ def test_import_library_names_are_the_link_names(dll: str, name: str) -> None:
     assert link_name(dll) == name
 
 
-# The toolkit's smaller wheels: headers (CCCL's thousands), libraries, tools, all under nvidia/cu13/.
-SMALL = {"nvidia-cuda-runtime", "nvidia-cuda-cccl", "nvidia-cuda-crt", "nvidia-cuda-profiler-api", "nvidia-nvtx"}
+# The toolkit's smallest wheels (a few MB): headers, libraries, a static library, all under nvidia/cu13/.
+SMALL = {"nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-profiler-api", "nvidia-nvtx"}
 
 
 def _tree(root: Path) -> dict[str, tuple[str, int, str]]:
@@ -50,6 +50,7 @@ def _tree(root: Path) -> dict[str, tuple[str, int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_nvidia_wheels_unpacked_together_are_file_for_file_as_unpacked_one_after_another(tmp_path: Path) -> None:
     # CUDA 13's wheels share nvidia/cu13/ (include/, lib/, their __init__.py): NVIDIA's own, fetched as provisioning
     # fetches them (pip's resolver, the downloads side by side, each checked against the index's sha256).
@@ -64,4 +65,4 @@ def test_nvidia_wheels_unpacked_together_are_file_for_file_as_unpacked_one_after
     archives.unpack_together(wheels, tmp_path / "together")
     one_after_another = _tree(tmp_path / "one-after-another")
     assert _tree(tmp_path / "together") == one_after_another
-    assert sum(kind == "file" for kind, _, _ in one_after_another.values()) > 1000
+    assert sum(kind == "file" for kind, _, _ in one_after_another.values()) > 150
