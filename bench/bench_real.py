@@ -111,7 +111,7 @@ def bench_package(folder: Path, scratch: Path, args: Namespace) -> list[tuple[st
         walls = [wall for wall, _, _ in runs]
         figures.append((wheel.name, ""))
         figures.append(
-            ("  smoke, each run (the first of the hour resolves)", ", ".join(f"{w:.1f}" for w in walls) + " s")
+            ("  smoke, each run (audit and warm provisioning included)", ", ".join(f"{w:.1f}" for w in walls) + " s")
         )
         figures.append(("  each step (median start, median duration)", ""))
         figures += step_figures([steps for _, steps, _ in runs])
