@@ -2,7 +2,10 @@
 where the smoke's time goes and what it costs beside the package's own compile.
 
     python bench/bench_real.py [--wheels DIR] [--image manylinux-offline:latest] [--matrix matrix-offline.yaml]
-                               [--runs 2]
+                               [--runs 2] [--python 3.10 --python 3.13]
+
+--python: the Pythons an abi3 or py3-none wheel is smoke-tested on (default: the oldest and the newest it serves,
+which the offline image may lack; cufinufft's were built with 3.10 and 3.13), as `nox -s smoke -- --python` takes.
 
 DIR (default: the factory's cache, `real-wheels/`) holds one folder per package, as a build left it:
 
@@ -58,7 +61,7 @@ def built_timings(report: Path, wheel: str) -> dict[str, float]:
 def smoked(root: Path, wheel: Path, args: Namespace) -> tuple[float, list[dict[str, object]], bool]:
     """One smoke of `wheel` through the factory: its wall time, its steps, whether every tier passed."""
     started = time.monotonic()
-    (record,) = smoke_existing(root, [wheel], args.image, root / args.matrix)
+    (record,) = smoke_existing(root, [wheel], args.image, root / args.matrix, args.python)
     entry = record.as_json()
     steps = entry["smoke_steps"]
     assert isinstance(steps, list)
@@ -120,7 +123,7 @@ def bench_package(folder: Path, scratch: Path, args: Namespace) -> list[tuple[st
 
 
 def main() -> int:
-    args = arguments(paths=("wheels",), runs=2)
+    args = arguments(paths=("wheels",), repeated=("python",), runs=2)
     kept = args.wheels or host.cache_dir() / "real-wheels"
     folders = sorted(p for p in kept.iterdir() if (p / "recipe.yaml").is_file()) if kept.is_dir() else []
     if not folders:
