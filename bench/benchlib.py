@@ -62,14 +62,21 @@ def plain_cibuildwheel(
     return command, env, folder
 
 
-def arguments(options: dict[str, str] | None = None, **counts: int) -> argparse.Namespace:
-    """--image and --matrix, `--NAME VALUE` for each of `options` (name: its default), and `--NAME N` for each count
-    the benchmark repeats (runs=5: --runs, default 5)."""
+def arguments(
+    options: dict[str, str] | None = None, paths: tuple[str, ...] = (), repeated: tuple[str, ...] = (), **counts: int
+) -> argparse.Namespace:
+    """--image and --matrix, `--NAME VALUE` for each of `options` (name: its default), `--NAME PATH` for each of
+    `paths`, `--NAME VALUE` (repeatable, a list) for each of `repeated`, and `--NAME N` for each count the benchmark
+    repeats (runs=5: --runs, default 5)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--image", default="manylinux-offline:latest")
     parser.add_argument("--matrix", default="matrix-offline.yaml", help="relative to the project")
     for name, default in (options or {}).items():
         parser.add_argument(f"--{name}", default=default)
+    for name in paths:
+        parser.add_argument(f"--{name}", type=Path)
+    for name in repeated:
+        parser.add_argument(f"--{name}", action="append", default=[])
     for name, default in counts.items():
         parser.add_argument(f"--{name}", type=int, default=default)
     return parser.parse_args()

@@ -168,3 +168,60 @@ def test_a_hostile_sdist_stops_render_with_exit_3_and_completes_nothing(
     assert len(errors) == 1 and errors[0].startswith("error: pkg-1.0.tar.gz: "), lines
     assert not list(cache.rglob(".complete"))
     assert not list(tmp_path.rglob("outside"))
+
+
+def test_a_download_of_another_sha256_than_the_index_names_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    served_dir = tmp_path / "index"
+    served_dir.mkdir()
+    (served_dir / "pkg-1.0-py3-none-any.whl").write_bytes(b"the bytes the index did not hash")
+    target = tmp_path / "cache" / "pkg-1.0-py3-none-any.whl"
+    with served(served_dir) as url:
+        with pytest.raises(BadBytes, match="not the 0000"):
+            archives.download(url + "pkg-1.0-py3-none-any.whl", target, sha256="0" * 64)
+        assert not any((tmp_path / "cache").iterdir())
+        digest = hashlib.sha256(b"the bytes the index did not hash").hexdigest()
+        assert archives.download(url + "pkg-1.0-py3-none-any.whl", target, sha256=digest.upper()) == target
+
+
+def test_a_refused_zip_among_those_unpacked_together_takes_back_everything(tmp_path: Path) -> None:
+    good = tmp_path / "good-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(good, "w") as z:
+        for n in range(20):
+            z.writestr(f"good/file{n}.txt", b"x" * 1000 * n)
+    bad = tmp_path / "bad-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("bad/ok.txt", b"fine")
+        z.writestr("../outside.txt", b"escapes")
+    into = tmp_path / "site"
+    with pytest.raises(BadBytes, match=r"outside\.txt"):
+        archives.unpack_together([good, bad], into)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.parent != tmp_path]
+    # A member whose bytes break only as they inflate (its CRC) is refused after the others began to land.
+    corrupt = tmp_path / "corrupt-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(corrupt, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("corrupt/data.bin", b"A" * 4096)
+    data = bytearray(corrupt.read_bytes())
+    data[data.index(b"A" * 64) + 100] = ord("B")
+    corrupt.write_bytes(bytes(data))
+    with pytest.raises(BadBytes, match=r"corrupt-1\.0"):
+        archives.unpack_together([good, corrupt], into)
+    assert not [p for p in into.rglob("*") if p.is_file()]
+
+
+def test_zips_unpacked_together_end_as_unpacked_one_after_another_where_they_share_a_path(tmp_path: Path) -> None:
+    first, second = tmp_path / "a-1.0-py3-none-any.whl", tmp_path / "b-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(first, "w") as z:
+        z.writestr("shared/__init__.py", b"first")
+        z.writestr(zipfile.ZipInfo("shared/tool"), b"#!/bin/sh\n")
+        z.getinfo("shared/tool").external_attr = 0o755 << 16
+        z.writestr("a/only.txt", b"a")
+    with zipfile.ZipFile(second, "w") as z:
+        z.writestr("shared/__init__.py", b"second")
+        z.writestr("shared/", b"")
+    archives.unpack_together([first, second], tmp_path / "together")
+    for wheel in (first, second):
+        archives.unpack(wheel, tmp_path / "one-after-another")
+    for name in ("shared/__init__.py", "shared/tool", "a/only.txt"):
+        together, one = tmp_path / "together" / name, tmp_path / "one-after-another" / name
+        assert (together.read_bytes(), together.stat().st_mode) == (one.read_bytes(), one.stat().st_mode)
+    assert (tmp_path / "together" / "shared" / "__init__.py").read_bytes() == b"second"

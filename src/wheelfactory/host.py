@@ -9,7 +9,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -174,6 +175,19 @@ def run(
     if check and done.returncode != 0:
         raise ToolFailure(f"{what} failed (exit {done.returncode}):\n{tail(done.stdout + done.stderr)}")
     return done
+
+
+def side_by_side(calls: Iterable[Callable[[], object]], workers: int) -> None:
+    """Run `calls` on `workers` threads, in their order; the first failure stops those not yet begun and is raised
+    once the running ones have ended (nothing is left writing behind the caller's back)."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        tasks = [pool.submit(call) for call in calls]
+        try:
+            for task in tasks:
+                task.result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
 
 
 def link_or_copy(source: Path, dest: Path) -> None:

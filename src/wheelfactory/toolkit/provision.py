@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib.resources import files
@@ -33,16 +32,17 @@ from packaging.utils import parse_wheel_filename
 
 from .. import host
 from ..binaries.wheelfile import unpack
-from ..components import OS, NvccSource, component_table, operating_system, platforms, toolkit_table
+from ..components import OS, Layout, NvccSource, component_table, operating_system, platforms, toolkit_table
 from ..errors import ToolFailure, UserError, fetched
 from ..plan import Variant
 from ..platforms import platform_of
 from ..progress import console, step
 from ..untrusted import archives
-from ..untrusted.cache import reusable, seal
+from ..untrusted.cache import reusable, seal, sealed_sha256
 from . import debian, redist
 from .prefix import real_file, relative_link
 from .runtime_needs import Need, check_needs, read_needs
+from .wheels import pip_download as pip_download  # also the smoke's, which imports it from here
 
 
 @dataclass(frozen=True)
@@ -129,34 +129,6 @@ def download_wheels(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: l
     return pip_download(reqs, options, dest, f"downloading {', '.join(reqs)}", pins)
 
 
-def pip_download(
-    reqs: list[str], options: list[str], dest: Path, what: str, pins: list[str] | None = None
-) -> list[Path]:
-    """The wheels pip resolves for `reqs` (and what they require, unless `options` say --no-deps) on the
-    interpreter and platforms `options` name, constrained by `pins`: downloaded into `dest`, each sealed."""
-    dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest)]
-    cmd += ["--progress-bar", "off", "--disable-pip-version-check", *options]
-    with tempfile.TemporaryDirectory() as scratch:
-        if pins:
-            (Path(scratch) / "constraints.txt").write_text("\n".join(pins) + "\n")
-            cmd += ["--constraint", str(Path(scratch) / "constraints.txt")]
-        result = host.run([*cmd, *reqs], what)
-    # pip checked what it found already there against the index's sha256 and downloaded the rest: sealed now, a
-    # later run that reuses them without pip checks them against this.
-    # pip names each file it saved or found already there: that list is what it resolved.
-    found = []
-    for line in result.stdout.splitlines():
-        for marker in ("Saved ", "File was already downloaded "):
-            if line.strip().startswith(marker):
-                found.append(dest / Path(line.strip()[len(marker) :]).name)
-    if not found or not all(f.is_file() for f in found):
-        raise ToolFailure(f"pip download reported no usable files for {' '.join(reqs)}:\n{result.stdout[-2000:]}")
-    for wheel in set(found):
-        seal(wheel)
-    return sorted(set(found))
-
-
 # ---------------------------------------------------------------------------------------------- nvcc's source
 
 
@@ -166,7 +138,8 @@ def _nvcc_wheel(wheels: list[Path], variant: Variant) -> NvccOrigin:
     for wheel in wheels:
         name, version, _, _ = parse_wheel_filename(wheel.name)
         if name == entry.distribution:
-            served = Artifact(name, str(version), archives.sha256(wheel), f"pkg:pypi/{name}@{version}")
+            digest = sealed_sha256(wheel) or archives.sha256(wheel)  # checked against its seal, not read again
+            served = Artifact(name, str(version), digest, f"pkg:pypi/{name}@{version}")
             return NvccOrigin("pip", f"{entry.distribution} {version} from the package index", None, (served,))
     raise ToolFailure(f"no {entry.distribution} wheel was provisioned for CUDA {variant.cuda.toolkit}")
 
@@ -264,20 +237,19 @@ def nvcc_origin(variant: Variant, wheels: list[Path], os_name: OS, arch: str, pl
 
 
 def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path, origin: NvccOrigin) -> None:
-    table = component_table()
     include = prefix / "include"
     platform = platform_of(os_name)
     lib = prefix / operating_system(os_name).toolkit_lib_dir
     for directory in (include, lib, prefix / "bin"):
         directory.mkdir(parents=True, exist_ok=True)
-    for name in components_to_provision(variant):
-        entry = table.get(name, variant.major)
-        layout = entry.layout(os_name) if entry else None
-        if layout is None:
-            continue
-        for rel in layout.include_dirs:
-            if (site / rel).is_dir():
-                shutil.copytree(site / rel, include, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py"))
+    layouts = [layout for name in components_to_provision(variant) if (layout := _layout(name, variant, os_name))]
+    # Each header folder copied once (CUDA 13's components share nvidia/cu13/include), in the order of its last
+    # mention: where folders hold the same file, the one copied last wins, as when each was copied every time.
+    include_dirs = list(reversed(dict.fromkeys(rel for layout in reversed(layouts) for rel in layout.include_dirs)))
+    for rel in include_dirs:
+        if (site / rel).is_dir():
+            shutil.copytree(site / rel, include, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py"))
+    for layout in layouts:
         for to, rel in layout.prefix_dirs.items():
             for item in sorted((site / rel).rglob("*")) if (site / rel).is_dir() else []:
                 if item.is_file() and item.name != "__init__.py":
@@ -289,6 +261,11 @@ def _lay_out_prefix(variant: Variant, os_name: OS, site: Path, prefix: Path, ori
                 relative_link(prefix / item.relative_to(origin.overlay), item)
     platform.finish_libraries(prefix, lib)
     _install_nvcc(prefix, os_name, origin)
+
+
+def _layout(component: str, variant: Variant, os_name: OS) -> Layout | None:
+    entry = component_table().get(component, variant.major)
+    return entry.layout(os_name) if entry else None
 
 
 def _install_nvcc(prefix: Path, os_name: OS, origin: NvccOrigin) -> None:
@@ -407,8 +384,7 @@ def _provision(variant: Variant, os_name: OS, arch: str, reqs: list[str], key: s
     if not reusable(toolkit_dir):
         with host.built_aside(toolkit_dir) as scratch:  # under the toolkit's lock
             with step(f"lay out the CUDA {release} toolkit ({origin.source} nvcc) in {toolkit_dir}"), fetched():
-                for wheel in wheels:
-                    unpack(wheel, scratch / "site")
+                archives.unpack_together(wheels, scratch / "site")
                 _lay_out_prefix(variant, os_name, scratch / "site", scratch / "prefix", origin)
                 stub = platform_of(os_name).driver_stub(scratch / "prefix", arch)
                 # Run where it was laid out: the relative links resolve the same at either place.

@@ -13,6 +13,7 @@ writes nothing through a link and refuses links that lead outside. This is check
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import hashlib
 import io
@@ -30,11 +31,12 @@ import urllib.request
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from .. import host
 from ..errors import BadBytes, ToolFailure
 from .shown import shown
 
@@ -54,6 +56,8 @@ PAGE_DEADLINE_S = 300
 MAX_MEMBER_BYTES = 64 << 20
 # A wheel's members: pip and PyPI see no real wheel with more.
 MAX_MEMBERS = 100_000
+# Threads that unpack a set of wheels side by side: enough to keep two to four cores and the disk busy.
+UNPACK_WORKERS = 4
 # Compression methods a wheel or an archive may use: stored, deflate, bzip2, lzma.
 ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 
@@ -66,9 +70,11 @@ _ENCRYPTED = 0x1
 # ---------------------------------------------------------------------------------------------- network
 
 
-def _read_bounded(response: IO[bytes], what: str, limit: int, deadline_s: float, sink: IO[bytes]) -> int:
-    """Copy `response` into `sink`, refusing more than `limit` bytes or a transfer slower than `deadline_s` in all
-    (a server that drips one byte a minute never trips a per-read timeout)."""
+def _read_bounded(
+    response: IO[bytes], what: str, limit: int, deadline_s: float, sink: IO[bytes], digest: hashlib._Hash | None = None
+) -> int:
+    """Copy `response` into `sink` (and through `digest`), refusing more than `limit` bytes or a transfer slower
+    than `deadline_s` in all (a server that drips one byte a minute never trips a per-read timeout)."""
     started, total = time.monotonic(), 0
     while block := response.read(1 << 20):
         total += len(block)
@@ -77,17 +83,24 @@ def _read_bounded(response: IO[bytes], what: str, limit: int, deadline_s: float,
         if time.monotonic() - started > deadline_s:
             raise BadBytes(f"{what}: still arriving after {deadline_s:.0f} s — refused")
         sink.write(block)
+        if digest is not None:
+            digest.update(block)
     return total
 
 
-def download(url: str, target: Path) -> Path:
-    """`url` saved as `target`, through a partial file beside it: a failed, oversized or killed download leaves
-    no `target` behind. A network failure is a ToolFailure; a body past the bounds, BadBytes."""
+def download(url: str, target: Path, sha256: str | None = None) -> Path:
+    """`url` saved as `target`, through a partial file beside it: a failed, oversized or killed download, or one
+    whose bytes are not of the `sha256` the index named, leaves no `target` behind. A network failure is a
+    ToolFailure; a body past the bounds or of another sha256, BadBytes."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as partial:
         try:
             with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-                _read_bounded(response, shown(url), MAX_DOWNLOAD_BYTES, DOWNLOAD_DEADLINE_S, partial)
+                _read_bounded(response, shown(url), MAX_DOWNLOAD_BYTES, DOWNLOAD_DEADLINE_S, partial, digest)
+            if sha256 is not None and digest.hexdigest() != sha256.lower():
+                raise BadBytes(f"{shown(url)}: its sha256 is {digest.hexdigest()}, not the {shown(sha256)} the index "
+                               "names — refused")  # fmt: skip
         except (urllib.error.URLError, OSError) as exc:
             Path(partial.name).unlink(missing_ok=True)
             raise ToolFailure(f"cannot download {shown(url)}: {shown(getattr(exc, 'reason', exc))}") from None
@@ -241,9 +254,11 @@ def opened_zip(archive: Path) -> Iterator[tuple[zipfile.ZipFile, list[_Member]]]
             _check(archive, members)
             yield z, members
     except _ZIP_ERRORS as exc:
-        raise BadBytes(
-            f"{shown(archive.name)}: not a readable zip ({shown(exc)}) — it is corrupt, truncated or no zip"
-        ) from None
+        raise _unreadable_zip(archive, exc) from None
+
+
+def _unreadable_zip(archive: Path, exc: BaseException) -> BadBytes:
+    return BadBytes(f"{shown(archive.name)}: not a readable zip ({shown(exc)}) — it is corrupt, truncated or no zip")
 
 
 def zip_names(archive: Path) -> list[str]:
@@ -400,11 +415,7 @@ def _write(
         if member.kind == "dir":
             path.mkdir(parents=True, exist_ok=True)
         elif member.kind == "file":
-            path.parent.mkdir(parents=True, exist_ok=True)
-            written.append(path)
-            with open_member(member.name) as source, path.open("wb") as target:
-                shutil.copyfileobj(source, target)
-            path.chmod(member.mode | stat.S_IRUSR | stat.S_IWUSR)
+            _write_file(path, member, open_member, written)
     for member in members:
         if member.kind == "link":
             path = root / PurePosixPath(member.name)
@@ -413,6 +424,51 @@ def _write(
                 raise _refused(archive, member.name, "goes through a link of the archive")
             written.append(path)
             path.symlink_to(member.target)
+
+
+def _write_file(path: Path, member: _Member, open_member: Callable[[str], IO[bytes]], written: list[Path]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written.append(path)
+    with open_member(member.name) as source, path.open("wb") as target:
+        shutil.copyfileobj(source, target)
+    path.chmod(member.mode | stat.S_IRUSR | stat.S_IWUSR)
+
+
+def unpack_together(wheels: list[Path], into: Path, workers: int = UNPACK_WORKERS) -> None:
+    """Zips (wheels) unpacked into one folder as `unpack` unpacks them one after another — a path several hold
+    ends as the last one's — but each path written once, by `workers` threads (inflating and writing leave
+    Python's lock), the largest members first. Every zip is checked whole before anything lands; a refusal or a
+    failed write takes back everything this call wrote. A zip's members are files and folders (_zip_members): no
+    link to check afterwards."""
+    into.mkdir(parents=True, exist_ok=True)
+    root = Path(os.path.realpath(into))
+    written: list[Path] = []
+    with ExitStack() as opened:
+        chosen: dict[str, tuple[Path, zipfile.ZipFile, _Member]] = {}
+        for wheel in wheels:
+            z, members = opened.enter_context(opened_zip(wheel))
+            chosen.update((member.name.rstrip("/"), (wheel, z, member)) for member in members)
+        files = sorted((e for e in chosen.values() if e[2].kind == "file"), key=lambda e: -e[2].size)
+        try:
+            for _, _, member in chosen.values():
+                if member.kind == "dir":
+                    (root / PurePosixPath(member.name)).mkdir(parents=True, exist_ok=True)
+            writes = (functools.partial(_write_zip_member, wheel, z, m, root, written) for wheel, z, m in files)
+            host.side_by_side(writes, workers)
+        except BaseException:
+            for path in reversed(written):
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+            raise
+
+
+def _write_zip_member(wheel: Path, z: zipfile.ZipFile, member: _Member, root: Path, written: list[Path]) -> None:
+    """One member of a checked zip written under `root` (zipfile serialises the reads of one open zip itself, so
+    threads may share it); the zip's breakage named as opened_zip names it."""
+    try:
+        _write_file(root / PurePosixPath(member.name), member, z.open, written)
+    except _ZIP_ERRORS as exc:
+        raise _unreadable_zip(wheel, exc) from None
 
 
 def _check_links(archive: Path, into: Path) -> None:

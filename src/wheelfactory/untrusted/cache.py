@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import ToolFailure
@@ -23,13 +25,17 @@ from .archives import sha256
 from .shown import shown
 
 SEAL = ".sealed.json"
+HASH_WORKERS = 4  # files hashed at once while a new entry is sealed
 _checked: set[tuple[str, int]] = set()  # (entry, its seal's mtime) found intact in this process
 
 
 def _file_record(path: Path, recorded: object, sealed_at: int) -> list[object]:
     """["file", size, mtime_ns, sha256]: the recorded one where the file's size and time are those it was sealed
     with and older than the seal, else read afresh."""
-    stat = path.stat()
+    return _recorded(path.stat(), recorded, sealed_at) or _fresh_record(path)
+
+
+def _recorded(stat: os.stat_result, recorded: object, sealed_at: int) -> list[object] | None:
     if (
         isinstance(recorded, list)
         and len(recorded) == 4
@@ -37,22 +43,49 @@ def _file_record(path: Path, recorded: object, sealed_at: int) -> list[object]:
         and stat.st_mtime_ns < sealed_at
     ):
         return recorded
+    return None
+
+
+def _fresh_record(path: Path) -> list[object]:
+    stat = path.stat()
     return ["file", stat.st_size, stat.st_mtime_ns, sha256(path)]
 
 
+def _entries(folder: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry under `folder`, by its name relative to it, through no link: scandir's entries know whether they
+    are links or folders without a call each (a toolkit has thousands)."""
+    pending = [(folder, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                yield prefix + entry.name, entry
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((Path(entry.path), f"{prefix}{entry.name}/"))
+
+
 def _listing(folder: Path, recorded: dict[str, object] | None = None, sealed_at: int = 0) -> dict[str, list[object]]:
-    """Every entry under `folder` but the seal: a file's size, time and sha256, a link's target, a folder."""
+    """Every entry under `folder` but the seal: a file's size, time and sha256, a link's target, a folder. The files
+    to read afresh (a new entry's: a toolkit is gigabytes) are hashed HASH_WORKERS at a time (hashing leaves
+    Python's lock)."""
     found: dict[str, list[object]] = {}
-    for path in sorted(folder.rglob("*")):
-        name = path.relative_to(folder).as_posix()
+    unread: dict[str, Path] = {}
+    for name, entry in sorted(_entries(folder), key=lambda item: item[0]):
         if name == SEAL:
             continue
-        if path.is_symlink():
-            found[name] = ["link", os.readlink(path)]
-        elif path.is_dir():
+        if entry.is_symlink():
+            found[name] = ["link", os.readlink(entry.path)]
+        elif entry.is_dir(follow_symlinks=False):
             found[name] = ["dir"]
+        elif (
+            record := _recorded(entry.stat(follow_symlinks=False), (recorded or {}).get(name), sealed_at)
+        ) is not None:
+            found[name] = record
         else:
-            found[name] = _file_record(path, (recorded or {}).get(name), sealed_at)
+            found[name], unread[name] = [], Path(entry.path)  # its place in the listing's order, filled below
+    if unread:
+        with ThreadPoolExecutor(max_workers=HASH_WORKERS) as pool:
+            found.update(zip(unread, pool.map(_fresh_record, unread.values()), strict=True))
     return found
 
 
@@ -64,16 +97,28 @@ def _content(record: object) -> object:
     return record
 
 
-def seal(entry: Path) -> None:
-    """Record what a complete cache entry (a file or a folder) holds, for `intact` to check on reuse."""
+def seal(entry: Path, sha256: str | None = None) -> None:
+    """Record what a complete cache entry (a file or a folder) holds, for `intact` to check on reuse. `sha256`: a
+    file's, computed as it was written (a download's), not read again."""
     if entry.is_dir():
         _write_seal(entry / SEAL, json.dumps(_listing(entry), indent=0))
         return
     recorded = entry.with_name(entry.name + ".sha256")
+    if sha256 is not None:
+        stat = entry.stat()
+        _write_seal(recorded, _file_seal(["file", stat.st_size, stat.st_mtime_ns, sha256]))
     # A seal written after the file's last change already says what it holds (pip, asked again, hands back the
     # wheels it checked and kept): hashing them again on every call would read gigabytes for nothing.
-    if not recorded.is_file() or recorded.stat().st_mtime_ns < entry.stat().st_mtime_ns:
+    elif not recorded.is_file() or recorded.stat().st_mtime_ns < entry.stat().st_mtime_ns:
         _write_seal(recorded, _file_seal(_file_record(entry, None, 0)))
+
+
+def sealed_sha256(entry: Path) -> str | None:
+    """The sha256 a cached file holds, once found to match its seal (`reusable`); None where it is absent or was
+    dropped."""
+    if not reusable(entry):
+        return None
+    return entry.with_name(entry.name + ".sha256").read_text(encoding="utf-8").split()[0]
 
 
 def intact(entry: Path) -> str | None:
