@@ -225,6 +225,14 @@ def _read_setup_py(source: SourceTree, found: CudaBuild) -> None:
             found.environment.setdefault(name, Guess(value, where, "turns its CUDA build on"))
     if setup.torch and found.torch is None:
         found.torch = Guess(True, setup.torch)
+    for name, where in setup.links.items():
+        _link(found, name, where)
+    if setup.downloads:
+        found.notes.append(
+            f"{setup.downloads} downloads while it builds (a prebuilt wheel, say): the factory's build has no "
+            "network — set the variable that makes it build instead (a *_FORCE_BUILD), or declare the download in "
+            "extra_sources"
+        )
     reads = setup.reads
     source_lines = text.split("\n")
     for name, line in reads.items():

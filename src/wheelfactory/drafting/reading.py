@@ -22,7 +22,15 @@ from typing import Any, Generic, TypeVar
 from packaging.utils import canonicalize_name
 
 from ..errors import BadBytes
-from ..source_metadata import pkg_info, setup_keywords, source_project, source_pyproject, source_requirements
+from ..source_metadata import (
+    egg_info_requirements,
+    pkg_info,
+    setup_keywords,
+    setup_requirements,
+    source_project,
+    source_pyproject,
+    source_requirements,
+)
 from ..sources import PACKAGE_ROOTS, package_dir
 from ..untrusted.shown import shown
 from ..untrusted.trees import Lines, parse_python, parse_toml, read_inside
@@ -166,8 +174,6 @@ def _found_packages(tree: Path, given: ast.expr | None) -> Guess[list[str]] | No
         return None
     arguments = dict(zip(("where", "exclude", "include"), given.args, strict=False))
     arguments.update({k.arg: k.value for k in given.keywords if k.arg})
-    if not arguments:
-        return None  # every folder with an __init__.py: the scan below says which, for the user to check
     where, include, exclude = (_literal(arguments.get(k)) for k in ("where", "include", "exclude"))
     if not isinstance(where, str | None) or not all(isinstance(p, list | tuple | None) for p in (include, exclude)):
         return None
@@ -224,7 +230,13 @@ def requirements(tree: Path) -> Guess[list[str]] | None:
     if source_project(tree) is not None:
         return None
     stated = source_requirements(tree)
-    return Guess(stated, "PKG-INFO Requires-Dist (setup()'s install_requires)") if stated else None
+    if stated:
+        return Guess(stated, "PKG-INFO Requires-Dist (setup()'s install_requires)")
+    egg_info = egg_info_requirements(tree)
+    if egg_info is not None and egg_info[1]:
+        return Guess(egg_info[1], f"{egg_info[0]} (setup()'s install_requires; PKG-INFO has no Requires-Dist)")
+    literal = setup_requirements(tree)
+    return Guess(literal, "setup.py setup(install_requires=[...])") if literal else None
 
 
 # Calls that load a shared library by path or name.
@@ -286,6 +298,8 @@ def ctypes_at_import(source: SourceTree, package: str) -> Guess[bool] | None:
         for node in _module_level(module.body):
             for inner in ast.walk(node):
                 name = _called(inner)
+                if isinstance(inner, ast.Call) and "torch.ops" in ast.unparse(inner.func):
+                    continue  # torch's own loader of an extension's operators, which torch's smoke covers
                 if name and (_LOADERS.match(f"{name}(") or name in loading):
                     how = "a library with ctypes" if name not in loading else f"a library with ctypes through {name}()"
                     return Guess(

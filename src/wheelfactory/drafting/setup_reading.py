@@ -20,11 +20,17 @@ _BUILDS = re.compile(r"\bext_modules\.append\b|\bCUDAExtension\(|\.builder\(\)|\
 _TORCH_BUILD = re.compile(r"\bcpp_extension\b|\bCUDAExtension\b|\bBuildExtension\b")
 
 
+_LINK_FLAG = re.compile(r"""["']-l(\w+)["']""")
+_DOWNLOADS = re.compile(r"\burlretrieve\b|\burlopen\b|\brequests\.get\b")
+
+
 @dataclass
 class SetupReading:
     reads: dict[str, int] = field(default_factory=dict)  # a variable setup.py reads -> the line of the first read
     switches: dict[str, tuple[str, str]] = field(default_factory=dict)  # variable -> (value, where)
     torch: str = ""  # where setup.py reaches torch.utils.cpp_extension through its own op-builder
+    links: dict[str, str] = field(default_factory=dict)  # a -l flag of its op-builders' -> where
+    downloads: str = ""  # where setup.py downloads while it builds
 
 
 def _constant(node: ast.AST | None) -> str | None:
@@ -77,44 +83,54 @@ def _variable(node: ast.AST, helpers: dict[str, int]) -> str | None:
     return None
 
 
-def _local_modules(source: SourceTree, setup: ast.Module) -> list[ast.Module]:
-    """The modules of the source's own packages that setup.py imports at module level (all their files)."""
+def _local_modules(source: SourceTree, setup: ast.Module) -> dict[str, ast.Module]:
+    """The modules of the source's own packages that setup.py imports at module level (all their files), by
+    path."""
     names = {
         (a.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
         for node in setup.body
         if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0)
         for a in (node.names if isinstance(node, ast.Import) else node.names[:1])
     }
-    modules: list[ast.Module] = []
+    modules: dict[str, ast.Module] = {}
     for name in sorted(n for n in names if n and (source.root / n / "__init__.py").is_file()):
         for path in sorted((source.root / name).rglob("*.py"))[:MAX_MODULES]:
-            module = source.python(PurePosixPath(path.relative_to(source.root).as_posix()))
+            relative = path.relative_to(source.root).as_posix()
+            module = source.python(PurePosixPath(relative))
             if module is not None and len(modules) < MAX_MODULES:
-                modules.append(module)
+                modules[relative] = module
     return modules
 
 
 def read_setup(source: SourceTree, setup: ast.Module) -> SetupReading:
     local = _local_modules(source, setup)
-    helpers = _helpers([setup, *local])
+    helpers = _helpers([setup, *local.values()])
     found = SetupReading()
     for node in ast.walk(setup):
         name = _constant(_key_of_read(node, helpers))
         if name and re.fullmatch(r"[A-Za-z_]\w*", name):
             found.reads.setdefault(name, getattr(node, "lineno", 0))
     _gated(setup, helpers, found)
-    for module in [setup, *local]:
+    for module in [setup, *local.values()]:
         _compared_with_cuda(module, helpers, found)
-    text = "\n".join(ast.unparse(m) for m in local) if local and "cmdclass" in ast.unparse(setup) else ""
-    if _TORCH_BUILD.search(text):
-        found.torch = "setup.py's cmdclass comes from its own op-builder package, which uses torch.utils.cpp_extension"
+    downloads = _DOWNLOADS.search(source.text("setup.py"))
+    if downloads:
+        found.downloads = f"setup.py:{source.text('setup.py').count(chr(10), 0, downloads.start()) + 1}"
+    if "cmdclass" not in ast.unparse(setup) and "ext_modules" not in ast.unparse(setup):
+        return found
+    for path, module in local.items():  # the package's op-builders, which make setup.py's extensions
+        text = source.text(path)
+        if _TORCH_BUILD.search(text) and not found.torch:
+            found.torch = f"setup.py builds its extensions through its own op-builders ({path} uses torch.utils.cpp_extension)"
+        for match in _LINK_FLAG.finditer(text):
+            found.links.setdefault(match[1], f"{path}:{text.count(chr(10), 0, match.start()) + 1}")
     return found
 
 
 def _gated(setup: ast.Module, helpers: dict[str, int], found: SetupReading) -> None:
     """Variables whose value decides whether an extension is added."""
     assigned = {
-        target.id: (variable, node.lineno)
+        target.id: (variable, _through(node.value, helpers), _value_on(node.value))
         for node in ast.walk(setup)
         if isinstance(node, ast.Assign) and (variable := _variable(node.value, helpers))
         for target in node.targets
@@ -124,15 +140,35 @@ def _gated(setup: ast.Module, helpers: dict[str, int], found: SetupReading) -> N
     for node in ast.walk(setup):
         if not isinstance(node, ast.If) or not _BUILDS.search("\n".join(ast.unparse(s) for s in node.body)):
             continue
-        tested = list(ast.walk(node.test))
+        # What `not` negates turns the build off when set (CAUSAL_CONV1D_SKIP_CUDA_BUILD): no switch to set.
+        negated = {id(n) for u in ast.walk(node.test) if isinstance(u, ast.UnaryOp) for n in ast.walk(u.operand)}
+        tested = [n for n in ast.walk(node.test) if id(n) not in negated]
         tested += [inner for n in tested if _called(n) in functions for inner in ast.walk(functions[_called(n)])]
         for inner in tested:
-            variable = _variable(inner, helpers) if isinstance(inner, ast.Call | ast.Subscript) else None
+            variable, helper, value = None, "", "1"
+            if isinstance(inner, ast.Call | ast.Subscript):
+                variable, helper, value = _variable(inner, helpers), _through(inner, helpers), _value_on(inner)
             if isinstance(inner, ast.Name) and inner.id in assigned:
-                variable = assigned[inner.id][0]
+                variable, helper, value = assigned[inner.id]
             if variable and variable not in found.switches:
-                where = f"setup.py:{node.lineno} adds its extensions where {variable} is set"
-                found.switches[variable] = ("1", where)
+                how = f" (read through {helper}())" if helper else ""
+                where = f"setup.py:{node.lineno} adds its extensions where {variable} is set{how}"
+                found.switches[variable] = (value, where)
+
+
+def _value_on(node: ast.AST) -> str:
+    """The value that makes a read true: the text it is compared with (`== "TRUE"`), else 1."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Compare) and isinstance(inner.ops[0], ast.Eq):
+            literal = next((c for c in map(_constant, [inner.left, *inner.comparators]) if c), None)
+            if literal:
+                return literal
+    return "1"
+
+
+def _through(node: ast.AST, helpers: dict[str, int]) -> str:
+    """The helper function an expression reads its variable through; empty for a direct read."""
+    return next((_called(n) for n in ast.walk(node) if _called(n) in helpers), "")
 
 
 def _compared_with_cuda(module: ast.Module, helpers: dict[str, int], found: SetupReading) -> None:
