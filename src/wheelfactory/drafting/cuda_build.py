@@ -318,6 +318,7 @@ def _platforms(tree: Path) -> Guess[list[str]] | None:
         if any(
             operating_system(platform.os).classifier.startswith(c)
             or c.startswith(operating_system(platform.os).classifier)
+            or c in operating_system(platform.os).included_by
             for c in systems
         )
     ]

@@ -273,18 +273,26 @@ def _imported_modules(source: SourceTree, package: str) -> list[tuple[Path, ast.
     return modules
 
 
-def _loading_functions(modules: list[tuple[Path, ast.Module]]) -> set[str]:
+def _loading_functions(source: SourceTree, modules: list[tuple[Path, ast.Module]]) -> set[str]:
     """The package's own functions that load a library with ctypes, themselves or through another of them (two
-    levels of helpers: `_load()` calling `_find_and_open(name)` calling CDLL)."""
-    calls = {
-        f.name: {_called(n) for n in ast.walk(f)} - {""}
-        for _, m in modules
-        for f in ast.walk(m)
-        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-    loading = {name for name, called in calls.items() if any(_LOADERS.match(f"{c}(") for c in called)}
-    for _ in range(2):
-        loading |= {name for name, called in calls.items() if called & loading}
+    levels of helpers: `_load()` calling `_find_and_open(name)` calling CDLL). Only a module whose text names a
+    loader, or a function found so far, is walked."""
+    texts = [(source.text(path.relative_to(source.root).as_posix()), module) for path, module in modules]
+    loading: set[str] = set()
+    wanted = _LOADERS
+    for _ in range(3):
+        found = {
+            f.name
+            for text, module in texts
+            if wanted.search(text)
+            for f in ast.walk(module)
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            and any(_LOADERS.match(f"{c}(") or c in loading for c in map(_called, ast.walk(f)))
+        }
+        if found <= loading:
+            break
+        loading |= found
+        wanted = re.compile(r"\b(" + "|".join(map(re.escape, sorted(loading))) + r")\s*\(")
     return loading
 
 
@@ -293,7 +301,7 @@ def ctypes_at_import(source: SourceTree, package: str) -> Guess[bool] | None:
     __init__.py or a module of its own it imports, of a ctypes loader or of one of the package's functions that
     calls one (through up to two more)."""
     modules = _imported_modules(source, package)
-    loading = _loading_functions(modules)
+    loading = _loading_functions(source, modules)
     for path, module in modules:
         for node in _module_level(module.body):
             for inner in ast.walk(node):
