@@ -78,7 +78,8 @@ def test_a_switch_is_taken_by_what_it_gates_and_the_projects_own_wins(project: P
             'if(${COMPUTE_BACKEND} STREQUAL "cuda")\n  enable_language(CUDA)\n'
             "  target_link_libraries(b PRIVATE CUDA::cusparse)\nendif()\n",
             "external/arrowish/CMakeLists.txt": 'option(ARROWISH_WITH_CUDA "x" OFF)\n'
-            "if(ARROWISH_WITH_CUDA)\n  find_package(CUDAToolkit)\n  target_link_libraries(a CUDA::cuda_driver)\nendif()\n",
+            "if(ARROWISH_WITH_CUDA)\n  find_package(CUDAToolkit)\n"
+            "  target_link_libraries(a CUDA::cuda_driver)\nendif()\n",
         },
     )
     drafted = _draft(project, source)

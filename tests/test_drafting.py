@@ -180,7 +180,10 @@ def test_a_source_it_cannot_read_says_so_and_still_gets_a_draft(project: Path) -
     assert drafted.smoke.cuda_at_import
     text = path.read_text(encoding="utf-8")
     assert "# NOTE: setup.py:2: does not parse as Python" in text
-    assert "CMakeLists.txt:4 target_link_libraries links the driver: the module that does gets `driver` in its list" in text
+    assert (
+        "CMakeLists.txt:4 target_link_libraries links the driver: the module that does gets `driver` in its list"
+        in text
+    )
 
 
 def test_a_source_without_a_name_is_refused_naming_what_is_missing(

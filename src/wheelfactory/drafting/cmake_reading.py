@@ -312,10 +312,16 @@ def _links(commands: list[Command], found: CMakeBuild) -> None:
             for item in _expanded(command.args, held):
                 for name in _link_names(item):
                     found.links.setdefault(name, f"{command.where} {command.name}")
-        elif command.name == "set_target_properties" and _property(command.args, "CUDA_RUNTIME_LIBRARY") == "SHARED":
+        elif _asks_shared_runtime(command):
             found.shared_runtime = found.shared_runtime or command.where
-        elif command.name == "set" and command.args[:2] == ("CMAKE_CUDA_RUNTIME_LIBRARY", "Shared"):
-            found.shared_runtime = found.shared_runtime or command.where
+
+
+def _asks_shared_runtime(command: Command) -> bool:
+    """CUDA_RUNTIME_LIBRARY Shared (a target's) or CMAKE_CUDA_RUNTIME_LIBRARY Shared: libcudart.so, not the static
+    runtime CMake links by default."""
+    if command.name == "set_target_properties":
+        return _property(command.args, "CUDA_RUNTIME_LIBRARY") == "SHARED"
+    return command.name == "set" and command.args[:2] == ("CMAKE_CUDA_RUNTIME_LIBRARY", "Shared")
 
 
 def _expanded(args: tuple[str, ...], held: dict[str, list[str]], depth: int = 0) -> list[str]:

@@ -171,9 +171,9 @@ def _read_cmake(source: SourceTree, found: CudaBuild) -> None:
         found.environment["NVCC_APPEND_FLAGS"] = Guess(
             "$NVCC_GENCODE", chain.append_gencode, "nvcc appends the variant's architectures to its own"
         )
-    for shown in chain.files:
-        text = source.text(shown)
-        _hard_coded(found, text, Lines(text), shown)
+    for file in chain.files:
+        text = source.text(file)
+        _hard_coded(found, text, Lines(text), file)
 
 
 def _gencode(found: CudaBuild, text: str, lines: Lines) -> None:

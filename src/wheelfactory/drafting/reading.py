@@ -33,7 +33,7 @@ from ..source_metadata import (
 )
 from ..sources import PACKAGE_ROOTS, package_dir
 from ..untrusted.shown import shown
-from ..untrusted.trees import Lines, parse_python, parse_toml, read_inside
+from ..untrusted.trees import Lines, inside, parse_python, parse_toml, read_inside
 
 T = TypeVar("T")
 NOT_PACKAGES = frozenset({"test", "tests", "testing", "doc", "docs", "example", "examples", "benchmarks", "bench"})
@@ -175,9 +175,14 @@ def _found_packages(tree: Path, given: ast.expr | None) -> Guess[list[str]] | No
     arguments = dict(zip(("where", "exclude", "include"), given.args, strict=False))
     arguments.update({k.arg: k.value for k in given.keywords if k.arg})
     where, include, exclude = (_literal(arguments.get(k)) for k in ("where", "include", "exclude"))
-    if not isinstance(where, str | None) or not all(isinstance(p, list | tuple | None) for p in (include, exclude)):
+    if not isinstance(where, str | None) or not isinstance(include, list | tuple | None):
         return None
-    base = tree / (where or ".")
+    if not isinstance(exclude, list | tuple | None):
+        return None
+    try:
+        base = inside(tree, where or ".")  # never a folder outside the source, nor one reached through a link
+    except BadBytes:
+        return None
     folders = [d.name for d in sorted(base.iterdir()) if d.is_dir() and not d.is_symlink()] if base.is_dir() else []
     found = [
         name

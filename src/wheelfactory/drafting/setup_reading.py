@@ -54,8 +54,7 @@ def _key_of_read(node: ast.AST, helpers: dict[str, int]) -> ast.AST | None:
         if index is not None and index < len(node.args):
             return node.args[index]
     if isinstance(node, ast.Compare) and any(isinstance(o, ast.In | ast.NotIn) for o in node.ops):
-        if any("environ" in ast.unparse(c) for c in node.comparators):
-            return node.left
+        return node.left if any("environ" in ast.unparse(c) for c in node.comparators) else None
     return None
 
 
@@ -118,10 +117,12 @@ def read_setup(source: SourceTree, setup: ast.Module) -> SetupReading:
         found.downloads = f"setup.py:{source.text('setup.py').count(chr(10), 0, downloads.start()) + 1}"
     if "cmdclass" not in ast.unparse(setup) and "ext_modules" not in ast.unparse(setup):
         return found
-    for path, module in local.items():  # the package's op-builders, which make setup.py's extensions
+    for path in local:  # the package's op-builders, which make setup.py's extensions
         text = source.text(path)
         if _TORCH_BUILD.search(text) and not found.torch:
-            found.torch = f"setup.py builds its extensions through its own op-builders ({path} uses torch.utils.cpp_extension)"
+            found.torch = (
+                f"setup.py builds its extensions through its own op-builders ({path} uses torch.utils.cpp_extension)"
+            )
         for match in _LINK_FLAG.finditer(text):
             found.links.setdefault(match[1], f"{path}:{text.count(chr(10), 0, match.start()) + 1}")
     return found
