@@ -14,6 +14,7 @@ import yaml
 
 from wheelfactory.drafting import SourceGiven, draft_recipe
 from wheelfactory.drafting.cmake_reading import parse_commands
+from wheelfactory.drafting.cuda_build import cuda_switches
 from wheelfactory.inputs import Recipe
 
 from .conftest import SOURCES
@@ -38,7 +39,9 @@ def _draft(project: Path, source: Path) -> Recipe:
 
 
 def test_vendlibs_draft_reads_its_build_the_way_it_runs(project: Path) -> None:
-    drafted = _draft(project, vendlib_project(project))
+    source = vendlib_project(project)
+    assert list(cuda_switches(source)) == ["VENDKERN_CUDA"]
+    drafted = _draft(project, source)
     assert (drafted.name, drafted.import_name, drafted.wheel_abi) == ("vendlib", "vendlib", "none")
     assert sorted(drafted.components) == ["cublas", "cudart"]  # not cufft (plugin OFF), not curand (REMOVE_ITEM)
     assert drafted.environment == {"CMAKE_ARGS": "-DVENDKERN_CUDA=ON -DVENDKERN_CUDA_ARCHS=$CMAKE_CUDA_ARCHITECTURES"}
@@ -111,6 +114,8 @@ def test_environment_switches_are_read_through_helpers_and_by_what_they_gate(pro
     )
     drafted = _draft(project, source)
     assert drafted.environment == {"OPS_BUILD_ALL": "1", "OPS_ACCELERATOR": "cuda"}
+    # What the no-CUDA gate names for a build that left them out.
+    assert sorted(cuda_switches(source)) == ["OPS_ACCELERATOR", "OPS_BUILD_ALL"]
     assert drafted.torch
     assert (drafted.import_name, drafted.packages) == ("opsish", [])
 

@@ -29,6 +29,8 @@ _EXCLUDE = re.compile(r"--exclude[= ]+([^\s\"']+)")
 _TORCH_BUILD = re.compile(r"\bcpp_extension\b|\bCUDAExtension\b|\bBuildExtension\b")
 # A variable a setup.py reads that forces its CUDA build (FORCE_CUDA, TORCH_SCATTER_FORCE_CUDA... _FORCE_BUILD).
 _FORCES_CUDA = re.compile(r"FORCE_(CUDA|BUILD)$|^FORCE_CUDA$")
+# What a draft's comment says of a variable that turns the source's CUDA build on (the no-CUDA gate names them).
+_SWITCH_DECISIONS = ("turns its CUDA build on", "forces the CUDA build")
 # CMake's and the link line's names for the driver, which no component is.
 DRIVER_NAMES = frozenset({"cuda", "cuda_driver"})
 # Variables a setup.py reads whose values the factory gives (CUDA_HOME and its kin) or cibuildwheel does.
@@ -130,7 +132,9 @@ def cuda_switches(tree: Path) -> dict[str, str]:
         for g in found.cmake_args
         if " is guarded by " in g.read_from
     }
-    switches |= {n: f"{n}={g.value} ({g.read_from})" for n, g in found.environment.items() if _FORCES_CUDA.search(n)}
+    switches |= {
+        n: f"{n}={g.value} ({g.read_from})" for n, g in found.environment.items() if g.decide in _SWITCH_DECISIONS
+    }
     return switches
 
 
@@ -222,7 +226,7 @@ def _read_setup_py(source: SourceTree, found: CudaBuild) -> None:
     setup = read_setup(source, module)
     for name, (value, where) in setup.switches.items():
         if name not in FACTORY_GIVES:
-            found.environment.setdefault(name, Guess(value, where, "turns its CUDA build on"))
+            found.environment.setdefault(name, Guess(value, where, _SWITCH_DECISIONS[0]))
     if setup.torch and found.torch is None:
         found.torch = Guess(True, setup.torch)
     for name, where in setup.links.items():
@@ -240,7 +244,7 @@ def _read_setup_py(source: SourceTree, found: CudaBuild) -> None:
             # On the line that reads it: `FORCE = os.environ.get("PKG_FORCE_CUDA", "0") == "TRUE"`.
             after = source_lines[line - 1].partition(name)[2] if 0 < line <= len(source_lines) else ""
             value = "TRUE" if re.search(r"==\s*['\"]TRUE['\"]", after) else "1"
-            found.environment[name] = Guess(value, f"setup.py:{line} reads {name}", "forces the CUDA build")
+            found.environment[name] = Guess(value, f"setup.py:{line} reads {name}", _SWITCH_DECISIONS[1])
     others = [n for n in reads if n not in FACTORY_GIVES and n not in found.environment]
     if others:
         found.notes.append(
