@@ -153,14 +153,23 @@ def entry(source: SourceTree) -> str | None:
 @dataclass
 class _Walk:
     source: SourceTree
+    top: PurePosixPath  # the folder of the CMakeLists the build configures
     commands: list[Command] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
 
 
-def _resolve(folder: PurePosixPath, given: str) -> PurePosixPath | None:
-    """A path argument relative to the current source folder; None where it names a variable this cannot know."""
-    for prefix in ("${CMAKE_CURRENT_SOURCE_DIR}", "${CMAKE_CURRENT_LIST_DIR}", "${PROJECT_SOURCE_DIR}"):
-        given = given.removeprefix(prefix).lstrip("/") if given.startswith(prefix) else given
+def _resolve(folder: PurePosixPath, given: str, top: PurePosixPath) -> PurePosixPath | None:
+    """A path argument relative to the current source folder (or the top one, for CMAKE_SOURCE_DIR and
+    PROJECT_SOURCE_DIR: a vendored project's own project() aside); None where it names a variable this cannot
+    know."""
+    for prefix, base in (
+        ("${CMAKE_CURRENT_SOURCE_DIR}", folder),
+        ("${CMAKE_CURRENT_LIST_DIR}", folder),
+        ("${PROJECT_SOURCE_DIR}", top),
+        ("${CMAKE_SOURCE_DIR}", top),
+    ):
+        if given.startswith(prefix):
+            given, folder = given.removeprefix(prefix).lstrip("/") or ".", base
     if "${" in given or given.startswith("/") or not given:
         return None
     parts: list[str] = list(folder.parts)
@@ -204,11 +213,11 @@ def _follow(walk: _Walk, relative: PurePosixPath, depth: int, outer: tuple[tuple
         around = (*outer, *conditions)
         walk.commands.append(Command(name, tuple(args), f"{key}:{line}", around, depth, functions > 0))
         if name == "add_subdirectory" and args:
-            target = _resolve(relative.parent, args[0])
+            target = _resolve(relative.parent, args[0], walk.top)
             if target is not None:
                 _follow(walk, target / "CMakeLists.txt", depth + 1, around)
         elif name == "include" and args and args[0].endswith(".cmake"):
-            target = _resolve(relative.parent, args[0])
+            target = _resolve(relative.parent, args[0], walk.top)
             if target is not None:
                 _follow(walk, target, depth, around)
 
@@ -290,7 +299,7 @@ def read_cmake_chain(source: SourceTree) -> CMakeBuild | None:
     first = entry(source)
     if first is None:
         return None
-    walk = _Walk(source)
+    walk = _Walk(source, PurePosixPath(first).parent)
     _follow(walk, PurePosixPath(first), 0, ())
     found = CMakeBuild(files=sorted(walk.seen))
     defaults = _defaults(walk.commands)
