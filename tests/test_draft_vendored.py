@@ -127,6 +127,7 @@ def test_cmake_commands_are_read_whatever_the_text_holds() -> None:
         ("foo_bar", ["B"], 5),
         ("if", ["NOT", "DEFINED", "C"], 6),
     ]
+    assert parse_commands("set(A [==[x]]y]==] b)\nf(c)") == [("set", ["A", "[==[x]]y]==]", "b"], 1), ("f", ["c"], 2)]
     # An open quote or parenthesis runs to the end; a long word is looked at once.
     assert [c[0] for c in parse_commands("x" * 100_000 + "(" + '"' * 3)] == ["x" * 100_000]
     assert parse_commands("a" * 100_000) == []

@@ -26,11 +26,13 @@ from ..untrusted.trees import inside
 from .reading import SourceTree, table
 
 MAX_FILES = 200  # CMake files followed in one chain
+MAX_CHAIN_BYTES = 8 << 20  # their text, all told: a real chain (LightGBM's with nanoarrow) is under 200 KiB
 MAX_COMMANDS = 200_000  # commands read from one file
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _VARIABLE = re.compile(r"^\$\{(\w+)\}$")
 _ENABLES_CUDA = {"enable_language", "project", "check_language"}
 _COMMAND = re.compile(r"([A-Za-z_]\w*)[ \t]*\(")
+_BRACKET_OPEN = re.compile(r"\[(=*)\[")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"?', re.DOTALL)
 _UNQUOTED = re.compile(r'(?:[^\s()#"\\]|\\.)+')
 _ARCH_VARIABLE = re.compile(r"\w*CUDA_ARCH\w*", re.IGNORECASE)
@@ -66,10 +68,10 @@ class CMakeBuild:
 
 def _skip_bracket(text: str, i: int) -> int | None:
     """The end of a bracket argument or comment opening at i (`[[`, `[==[`), None where none opens there."""
-    match = re.match(r"\[(=*)\[", text[i:])
+    match = _BRACKET_OPEN.match(text, i)
     if not match:
         return None
-    end = text.find(f"]{match[1]}]", i + match.end())
+    end = text.find(f"]{match[1]}]", match.end())
     return len(text) if end < 0 else end + len(match[1]) + 2
 
 
@@ -154,6 +156,7 @@ def entry(source: SourceTree) -> str | None:
 class _Walk:
     source: SourceTree
     top: PurePosixPath  # the folder of the CMakeLists the build configures
+    read: int = 0  # bytes of CMake read so far
     commands: list[Command] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
 
@@ -195,6 +198,10 @@ def _follow(walk: _Walk, relative: PurePosixPath, depth: int, outer: tuple[tuple
         return
     text = walk.source.text(relative)
     if not text:
+        return
+    walk.read += len(text)
+    if walk.read > MAX_CHAIN_BYTES:
+        walk.source.noted(BadBytes(f"{key}: past the {MAX_CHAIN_BYTES >> 20} MiB of CMake files read in one chain"))
         return
     walk.seen.add(key)
     conditions: list[tuple[str, ...]] = []
