@@ -103,23 +103,27 @@ _COMPILED = re.compile(r".+\.(cu|cuh|c|cc|cpp|cxx)")
 
 
 def _not_source(tree: Path, found: CudaBuild) -> None:
-    """An sdist that carries binaries built elsewhere, or nothing a compiler reads: the draft's build cannot make
-    its CUDA code (bitsandbytes 0.42.0's sdist holds 21 prebuilt libraries and no source)."""
+    """An sdist that carries binaries built elsewhere: the build may ship them, and where it holds nothing a
+    compiler reads, it cannot make its CUDA code at all (bitsandbytes 0.42.0's sdist holds 21 prebuilt libraries and
+    no source). A pure Python source, which holds neither, is told nothing."""
     prebuilt, compiled = [], 0
     for entry in walk(tree, lambda folder: folder.name in (".git", "__pycache__")):
         if _PREBUILT.fullmatch(entry.name) and not entry.is_symlink():
             prebuilt.append(entry.relative_to(tree).as_posix())
         compiled += bool(_COMPILED.fullmatch(entry.name))
-    if prebuilt:
-        names = ", ".join(shown(p) for p in prebuilt[:3]) + (f" and {len(prebuilt) - 3} more" if prebuilt[3:] else "")
+    if not prebuilt:
+        return
+    names = ", ".join(shown(p) for p in prebuilt[:3]) + (f" and {len(prebuilt) - 3} more" if prebuilt[3:] else "")
+    if compiled:
         found.notes.append(
-            f"the source carries {len(prebuilt)} prebuilt binaries ({names}): a wheel must be built from source, "
-            "and the build may ship these instead — remove them, or draft from the repository"
+            f"the source carries {len(prebuilt)} prebuilt binaries ({names}) beside its source: check that the "
+            "wheel's are the ones its build makes (the audit reads each binary's device code)"
         )
-    if not compiled:
+    else:
         found.notes.append(
-            "the source holds no compiled source (.cu, .c, .cpp): nothing in it builds CUDA code — draft from the "
-            "repository instead: `nox -s recipe -- --git URL --rev COMMIT`"
+            f"the source carries {len(prebuilt)} prebuilt binaries ({names}) and no compiled source (.cu, .c, "
+            ".cpp): nothing in it builds CUDA code — draft from the repository instead: `nox -s recipe -- --git "
+            "URL --rev COMMIT`"
         )
 
 
