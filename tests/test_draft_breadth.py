@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -74,22 +73,29 @@ def _expected(package: str) -> dict[str, Any]:
     return loaded
 
 
-@cache
-def _project() -> Path:
-    import tempfile
+class Drafts:
+    """Each package drafted once, when a case first asks, into one scratch project (pytest's, so a passing run
+    leaves nothing behind)."""
 
-    root = copy_inputs(REPO, Path(tempfile.mkdtemp(prefix="wheelfactory-breadth-")) / "project")
-    for recipe in (root / "recipes").iterdir():
-        shutil.rmtree(recipe)
-    return root
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        for recipe in (root / "recipes").iterdir():
+            shutil.rmtree(recipe)
+        self.done: dict[str, Drafted] = {}
+
+    def __getitem__(self, package: str) -> Drafted:
+        if package not in self.done:
+            sdist = _expected(package)["sdist"]
+            given = SourceGiven(sdist=f"{sdist['distribution']}=={sdist['version']}")
+            path, notes = draft_recipe(given, self.root)
+            text = path.read_text(encoding="utf-8")
+            self.done[package] = Drafted(Recipe.model_validate(yaml.safe_load(text)), text, notes)
+        return self.done[package]
 
 
-@cache
-def _draft(package: str) -> Drafted:
-    sdist = _expected(package)["sdist"]
-    path, notes = draft_recipe(SourceGiven(sdist=f"{sdist['distribution']}=={sdist['version']}"), _project())
-    text = path.read_text(encoding="utf-8")
-    return Drafted(Recipe.model_validate(yaml.safe_load(text)), text, notes)
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory: pytest.TempPathFactory) -> Drafts:
+    return Drafts(copy_inputs(REPO, tmp_path_factory.mktemp("breadth") / "project"))
 
 
 def _requirements(lines: list[str] | None) -> list[str]:
@@ -148,8 +154,8 @@ def _cases() -> list[Any]:
 
 
 @pytest.mark.parametrize(("package", "check"), _cases())
-def test_a_real_sdists_draft_holds_to_its_hand_checked_expectation(package: str, check: str) -> None:
-    expected, drafted = _expected(package), _draft(package)
+def test_a_real_sdists_draft_holds_to_its_hand_checked_expectation(drafts: Drafts, package: str, check: str) -> None:
+    expected, drafted = _expected(package), drafts[package]
     kind, _, field = check.rpartition(":")
     if kind == "note":
         assert NOTED[field] in " ".join(drafted.text.split()), f"the draft does not say {NOTED[field]!r}"
