@@ -131,3 +131,26 @@ def test_cmake_commands_are_read_whatever_the_text_holds() -> None:
     # An open quote or parenthesis runs to the end; a long word is looked at once.
     assert [c[0] for c in parse_commands("x" * 100_000 + "(" + '"' * 3)] == ["x" * 100_000]
     assert parse_commands("a" * 100_000) == []
+
+
+def test_the_cmake_chain_stays_inside_the_source(project: Path, tmp_path: Path) -> None:
+    """An add_subdirectory leading out of the source is not followed, nor one through a link (noted); a
+    find_packages(where=...) outside finds nothing."""
+    outside = _files(
+        tmp_path / "outside", {"CMakeLists.txt": "enable_language(CUDA)\ntarget_link_libraries(x cufft)\n"}
+    )
+    source = _files(
+        project / "recipes/escaping/source",
+        {
+            "escaping/__init__.py": "",
+            "pyproject.toml": '[build-system]\nbuild-backend = "scikit_build_core.build"\n'
+            '[project]\nname = "escaping"\nversion = "1.0"\n',
+            "CMakeLists.txt": f"add_subdirectory({outside})\nadd_subdirectory(../../../outside)\n"
+            "add_subdirectory(linked)\n",
+        },
+    )
+    (source / "linked").symlink_to(outside)
+    path, notes = draft_recipe(SourceGiven(folder=source), project)
+    drafted = Recipe.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    assert drafted.components == [] and "CMAKE_ARGS" not in drafted.environment
+    assert notes == [f"linked/CMakeLists.txt: a link (to '{outside}'), not followed — nothing was read from it"]
