@@ -8,13 +8,15 @@ it (heavy). Also the readers' smaller shapes, each from a few files."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import yaml
 
 from wheelfactory.drafting import SourceGiven, draft_recipe
-from wheelfactory.drafting.cmake_reading import parse_commands
+from wheelfactory.drafting.cmake_reading import parse_commands, read_cmake_chain
 from wheelfactory.drafting.cuda_build import cuda_switches
+from wheelfactory.drafting.reading import SourceTree
 from wheelfactory.inputs import Recipe
 
 from .conftest import SOURCES
@@ -154,3 +156,15 @@ def test_the_cmake_chain_stays_inside_the_source(project: Path, tmp_path: Path) 
     drafted = Recipe.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     assert drafted.components == [] and "CMAKE_ARGS" not in drafted.environment
     assert notes == [f"linked/CMakeLists.txt: a link (to '{outside}'), not followed — nothing was read from it"]
+
+
+def test_link_variables_are_expanded_within_a_bound(tmp_path: Path) -> None:
+    """Variables each naming the one before a thousand times: a billion items if multiplied out, a bounded few
+    here; the target a command links to (here named `cuda`) is no library it links."""
+    cmake = "set(V0 CUDA::cublas)\n" + "".join(f"set(V{i + 1} " + f"${{V{i}}} " * 1000 + ")\n" for i in range(6))
+    cmake += "target_link_libraries(cuda ${V3})\n"
+    (tmp_path / "CMakeLists.txt").write_text(cmake)
+    started = time.monotonic()
+    chain = read_cmake_chain(SourceTree(tmp_path))
+    assert time.monotonic() - started < 2
+    assert chain is not None and list(chain.links) == ["cublas"]

@@ -28,6 +28,7 @@ from .reading import SourceTree, table
 MAX_FILES = 200  # CMake files followed in one chain
 MAX_CHAIN_BYTES = 8 << 20  # their text, all told: a real chain (LightGBM's with nanoarrow) is under 200 KiB
 MAX_COMMANDS = 200_000  # commands read from one file
+MAX_ITEMS = 10_000  # link items of one command, variables expanded
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _VARIABLE = re.compile(r"^\$\{(\w+)\}$")
 _ENABLES_CUDA = {"enable_language", "project", "check_language"}
@@ -325,7 +326,8 @@ def _links(commands: list[Command], found: CMakeBuild) -> None:
         elif command.name == "list" and len(command.args) > 2 and command.args[0] == "APPEND":
             held.setdefault(command.args[1], []).extend(command.args[2:])
         elif command.name in ("target_link_libraries", "link_libraries"):
-            for item in _expanded(command.args, held):
+            linked = command.args[1:] if command.name == "target_link_libraries" else command.args  # not the target
+            for item in _expanded(linked, held):
                 for name in _link_names(item):
                     found.links.setdefault(name, f"{command.where} {command.name}")
         elif _asks_shared_runtime(command):
@@ -340,12 +342,16 @@ def _asks_shared_runtime(command: Command) -> bool:
     return command.name == "set" and command.args[:2] == ("CMAKE_CUDA_RUNTIME_LIBRARY", "Shared")
 
 
-def _expanded(args: tuple[str, ...], held: dict[str, list[str]], depth: int = 0) -> list[str]:
+def _expanded(args: tuple[str, ...], held: dict[str, list[str]]) -> list[str]:
+    """The link items of a command, variables holding them expanded (four levels deep, MAX_ITEMS at most: a
+    variable named a thousand times in one that is named a thousand times is not multiplied out)."""
     items: list[str] = []
-    for arg in args:
+    pending = [(arg, 0) for arg in reversed(args)]
+    while pending and len(items) < MAX_ITEMS:
+        arg, depth = pending.pop()
         variable = _VARIABLE.match(arg)
         if variable and variable[1] in held and depth < 4:
-            items += _expanded(tuple(held[variable[1]]), held, depth + 1)
+            pending += [(item, depth + 1) for item in reversed(held[variable[1]])][: MAX_ITEMS - len(items)]
         else:
             items += arg.split(";")
     return items
