@@ -49,7 +49,7 @@ def test_vendlibs_draft_reads_its_build_the_way_it_runs(project: Path) -> None:
     assert drafted.environment == {"CMAKE_ARGS": "-DVENDKERN_CUDA=ON -DVENDKERN_CUDA_ARCHS=$CMAKE_CUDA_ARCHITECTURES"}
     assert drafted.smoke.cuda_at_import
     text = (project / "recipes/vendlib/recipe.yaml").read_text(encoding="utf-8")
-    assert "third_party/vendkern/CMakeLists.txt:13 is guarded by VENDKERN_CUDA" in text
+    assert "third_party/vendkern/CMakeLists.txt:13 enable_language(... CUDA) is guarded by VENDKERN_CUDA" in text
     assert "vendlib/__init__.py:7 loads a library with ctypes through open_library()" in text
 
 

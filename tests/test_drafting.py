@@ -372,6 +372,9 @@ def test_a_wheel_without_cuda_is_told_the_switch_the_source_reads(tmp_path: Path
         sdist="lightgbm==4.7.0", sha256="f8e20f682c9aabd000bcf4a7ed8aa6f473c1adfecccae34ec24e823d156f4af0"
     )
     hint = switch_hint(source, tmp_path, ["MY_JOBS 4"])
-    assert hint.endswith("the source reads CMAKE_ARGS -DUSE_CUDA=ON (CMakeLists.txt:178 is guarded by USE_CUDA)")
+    assert hint.endswith(
+        "the source reads CMAKE_ARGS -DUSE_CUDA=ON "
+        "(CMakeLists.txt:178 find_package(CUDAToolkit) is guarded by USE_CUDA)"
+    )
     set_already = switch_hint(source, tmp_path, ["CMAKE_ARGS -DUSE_CUDA=ON"])
     assert "find what turns its CUDA build on" in set_already and "USE_CUDA" not in set_already

@@ -174,7 +174,7 @@ def test_cmake_scans_are_linear_and_give_true_line_numbers(project: Path) -> Non
     path, _ = draft_recipe(SourceGiven(folder=source), project)
     assert time.monotonic() - started < 5
     text = path.read_text(encoding="utf-8")
-    assert "CMakeLists.txt:1000003 is guarded by BIG_USE_CUDA" in text
+    assert "CMakeLists.txt:1000003 enable_language(... CUDA) is guarded by BIG_USE_CUDA" in text
     assert "cublas: CMakeLists.txt:1000005" in text
     assert "CMakeLists.txt:1010005 sets CMAKE_CUDA_ARCHITECTURES" in text
 

@@ -271,6 +271,12 @@ def _enables_cuda(command: Command) -> bool:
     return command.name == "find_package" and bool(command.args) and command.args[0] in ("CUDAToolkit", "CUDA")
 
 
+def _gate_shown(gate: Command) -> str:
+    """Where a CUDA-enabling command is and what it is, in words of ours (its arguments are the source's)."""
+    what = f"find_package({gate.args[0]})" if gate.name == "find_package" else f"{gate.name}(... CUDA)"
+    return f"{gate.where} {what}"
+
+
 def _switches(commands: list[Command], defaults: dict[str, str]) -> dict[str, tuple[str, str]]:
     """What turns CUDA on, from the shallowest level of the chain that enables CUDA at all."""
     gates = [c for c in commands if _enables_cuda(c)]
@@ -284,9 +290,9 @@ def _switches(commands: list[Command], defaults: dict[str, str]) -> dict[str, tu
                 if negated or variable.startswith("CMAKE_") or variable in switches:
                     continue
                 if compared is not None and "cuda" in compared.lower():
-                    switches[variable] = (compared, gate.where)
+                    switches[variable] = (compared, _gate_shown(gate))
                 elif compared is None and defaults.get(variable, "ON") in _OFF:
-                    switches[variable] = ("ON", gate.where)
+                    switches[variable] = ("ON", _gate_shown(gate))
     return switches
 
 
