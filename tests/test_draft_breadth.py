@@ -55,8 +55,6 @@ GAPS: dict[tuple[str, str], str] = {
     "cannot tell that without a GPU it opens libbitsandbytes_cpu.so, which links no CUDA (its DECIDE asks)",
     ("deepspeed", "environment"): "the draft does not see that the cutlass and ragged-device op-builders import "
     "deepspeed-kernels, which no requirement names (DS_BUILD_CUTLASS_OPS=0, DS_BUILD_RAGGED_DEVICE_OPS=0)",
-    ("deepspeed", "note:prunes_archs"): "the op-builders' filter_ccs() is not read: fp_quantizer's device_code_archs "
-    "from 80 up is left to the first build's audit",
 }
 
 

@@ -235,6 +235,11 @@ def _read_setup_py(source: SourceTree, found: CudaBuild) -> None:
         found.torch = Guess(True, setup.torch)
     for name, where in setup.links.items():
         _link(found, name, where)
+    if setup.prunes:
+        found.notes.append(
+            f"{', '.join(setup.prunes[:3])} filter_ccs() narrow the GPU architectures an op-builder compiles for "
+            "(of TORCH_CUDA_ARCH_LIST): give its module device_code_archs, which the first build's audit names"
+        )
     if setup.downloads:
         found.notes.append(
             f"{setup.downloads} downloads while it builds (a prebuilt wheel, say): the factory's build has no "

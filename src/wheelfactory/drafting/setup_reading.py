@@ -31,6 +31,7 @@ class SetupReading:
     torch: str = ""  # where setup.py reaches torch.utils.cpp_extension through its own op-builder
     links: dict[str, str] = field(default_factory=dict)  # a -l flag of its op-builders' -> where
     downloads: str = ""  # where setup.py downloads while it builds
+    prunes: list[str] = field(default_factory=list)  # op-builders that narrow their GPU architectures (filter_ccs)
 
 
 def _constant(node: ast.AST | None) -> str | None:
@@ -117,7 +118,8 @@ def read_setup(source: SourceTree, setup: ast.Module) -> SetupReading:
         found.downloads = f"setup.py:{source.text('setup.py').count(chr(10), 0, downloads.start()) + 1}"
     if "cmdclass" not in ast.unparse(setup) and "ext_modules" not in ast.unparse(setup):
         return found
-    for path in local:  # the package's op-builders, which make setup.py's extensions
+    for path, module in local.items():  # the package's op-builders, which make setup.py's extensions
+        found.prunes += [f"{path}:{method.lineno}" for method in _pruning(module)]
         text = source.text(path)
         if _TORCH_BUILD.search(text) and not found.torch:
             found.torch = (
@@ -126,6 +128,19 @@ def read_setup(source: SourceTree, setup: ast.Module) -> SetupReading:
         for match in _LINK_FLAG.finditer(text):
             found.links.setdefault(match[1], f"{path}:{text.count(chr(10), 0, match.start()) + 1}")
     return found
+
+
+def _pruning(module: ast.Module) -> list[ast.FunctionDef]:
+    """An op-builder's filter_ccs() that drops some of the architectures it is given: one that tests them (not
+    the base class's, which returns them all)."""
+    return [
+        method
+        for node in module.body
+        if isinstance(node, ast.ClassDef)
+        for method in node.body
+        if isinstance(method, ast.FunctionDef) and method.name == "filter_ccs"
+        and any(isinstance(n, ast.If) or getattr(n, "ifs", None) for n in ast.walk(method))
+    ]  # fmt: skip
 
 
 def _gated(setup: ast.Module, helpers: dict[str, int], found: SetupReading) -> None:
