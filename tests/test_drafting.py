@@ -162,7 +162,8 @@ def test_a_source_it_cannot_read_says_so_and_still_gets_a_draft(project: Path) -
             "pyproject.toml": '[project]\nname = "oddpkg"\nversion = "1.0"\n',
             "setup.py": "from setuptools import setup\nsetup(name='oddpkg',\n",
             "CMakeLists.txt": 'option(ODD_USE_CUDA "build the CUDA kernels" OFF)\n'
-            "target_link_libraries(odd CUDA::cublas CUDA::cuda_driver)\n",
+            "if(ODD_USE_CUDA)\n  enable_language(CUDA)\n  target_link_libraries(odd CUDA::cublas CUDA::cuda_driver)\n"
+            "endif()\n",
         },
     )
     path, notes = draft_recipe(SourceGiven(folder=source), project)
@@ -174,7 +175,10 @@ def test_a_source_it_cannot_read_says_so_and_still_gets_a_draft(project: Path) -
     assert drafted.smoke.cuda_at_import
     text = path.read_text(encoding="utf-8")
     assert "# NOTE: setup.py:2: does not parse as Python" in text
-    assert "CMakeLists.txt:2 links the driver: the module that does gets `driver` in its list" in text
+    assert (
+        "CMakeLists.txt:4 target_link_libraries links the driver: the module that does gets `driver` in its list"
+        in text
+    )
 
 
 def test_a_source_without_a_name_is_refused_naming_what_is_missing(
@@ -368,6 +372,9 @@ def test_a_wheel_without_cuda_is_told_the_switch_the_source_reads(tmp_path: Path
         sdist="lightgbm==4.7.0", sha256="f8e20f682c9aabd000bcf4a7ed8aa6f473c1adfecccae34ec24e823d156f4af0"
     )
     hint = switch_hint(source, tmp_path, ["MY_JOBS 4"])
-    assert hint.endswith("the source reads CMAKE_ARGS -DUSE_CUDA=ON (CMakeLists.txt:12 option(USE_CUDA ... OFF))")
+    assert hint.endswith(
+        "the source reads CMAKE_ARGS -DUSE_CUDA=ON "
+        "(CMakeLists.txt:178 find_package(CUDAToolkit) is guarded by USE_CUDA)"
+    )
     set_already = switch_hint(source, tmp_path, ["CMAKE_ARGS -DUSE_CUDA=ON"])
     assert "find what turns its CUDA build on" in set_already and "USE_CUDA" not in set_already

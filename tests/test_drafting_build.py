@@ -3,6 +3,10 @@ sdist and built for CUDA 12 as drafted (the audit rejects it: the draft lets no 
 from that build's report and built again (the audit passes; tier 1 rejects it: its import without CUDA raises an
 error that names no library); completed again from that report, which shows the error's text, and built into dist/.
 
+tests/sources/vendlib, the hardest shapes in small (a vendored CMake project's own switch and architecture variable,
+cudart and cuBLAS, a ctypes load through helpers), goes the same way: its draft's build is rejected for what its
+library links, and the recipe completed from that build's report reaches dist/.
+
 Heavy, beside slow: three builds of cufinufft's kernels, the first some seven minutes on two cores with an empty
 compiler cache (the others take the cache's, a minute each, and smoke). torchsort's, against the matrix's torch
 (gigabytes of wheels), two builds of five minutes. `nox -s tests -- -m heavy` runs them.
@@ -22,6 +26,7 @@ from wheelfactory.pipeline import BuildRequest, build
 from wheelfactory.plan import copy_inputs
 
 from .conftest import REPO, matrix_for
+from .test_draft_vendored import vendlib_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.heavy]
 
@@ -91,3 +96,29 @@ def test_torchsort_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> Non
     (second,) = build(request)
     assert second.passed, second.why_not()
     assert [p.name for p in (root / "dist").glob("*.whl")] == [second.wheel]
+
+
+def test_vendlib_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
+    root = copy_inputs(REPO, tmp_path / "project")
+    for recipe in (root / "recipes").iterdir():
+        shutil.rmtree(recipe)
+    path, _ = draft_recipe(SourceGiven(folder=vendlib_project(root)), root)
+    request = BuildRequest(root, 12, ["3.12"], ["vendlib"], build_image, None, matrix_for(root, build_image))
+
+    (first,) = build(request)
+    assert first.audit is not None and not first.audit.passed
+    assert any("vendlib/libvendkern.so: needs libcublas.so.12 (cublas)" in why for why in first.why_not())
+    complete_recipe(root / "dist/report.json", "vendlib", root)
+    completed = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert completed["shared_libraries"] == {"libvendkern.so": ["cublas", "cudart"]}
+    assert completed["device_code"] == ["libvendkern.so"]
+
+    (second,) = build(request)
+    assert second.passed, second.why_not()
+    assert [p.name for p in (root / "dist").glob("*.whl")] == [second.wheel]
+    entry = next(e for e in json.loads((root / "dist/report.json").read_text())["wheels"] if e["passed"])
+    # The variant's architectures, through the vendored project's own variable (its default is 75;80), PTX for the
+    # newest.
+    archs = second.built.variant.cuda_archs("linux-x86_64")  # the toolkit the build image's matrix names
+    assert entry["gpu_code"]["sass"] == [f"sm_{a}" for a in archs]
+    assert entry["gpu_code"]["ptx"][0].startswith(f"compute_{max(archs)} ")

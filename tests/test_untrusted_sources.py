@@ -164,20 +164,20 @@ def test_a_real_pyprojects_dotted_keys_and_strings_are_not_counted_as_depth() ->
 
 
 def test_cmake_scans_are_linear_and_give_true_line_numbers(project: Path) -> None:
-    """An option a million lines down, a CUDA:: target on each of 10,000 lines, 30,000 options whose description
-    is left open: each match placed at its own line (not at the blank lines before it), in time that grows with
-    the file, not its square."""
-    cmake = "\n" * 1_000_000 + 'option(BIG_USE_CUDA "build the kernels" OFF)\n'
-    cmake += "target_link_libraries(k CUDA::cublas)\n" * 10_000 + 'option(OPEN_CUDA "\n' * 30_000
-    cmake += "set(CMAKE_CUDA_ARCHITECTURES 80)\n"
+    """A switch a million lines down, a CUDA:: target on each of 10,000 lines, then 30,000 options whose
+    description is left open (CMake reads their quotes as arguments running over lines, to the end): each match
+    placed at its own line (not at the blank lines before it), in time that grows with the file, not its square."""
+    cmake = "\n" * 1_000_000 + 'option(BIG_USE_CUDA "build the kernels" OFF)\nif(BIG_USE_CUDA)\n'
+    cmake += "enable_language(CUDA)\nendif()\n" + "target_link_libraries(k CUDA::cublas)\n" * 10_000
+    cmake += "set(CMAKE_CUDA_ARCHITECTURES 80 CACHE STRING x)\n" + 'option(OPEN_CUDA "\n' * 30_000
     source = _folder_source(project, "big", {"pyproject.toml": _pyproject("big"), "CMakeLists.txt": cmake})
     started = time.monotonic()
     path, _ = draft_recipe(SourceGiven(folder=source), project)
     assert time.monotonic() - started < 5
     text = path.read_text(encoding="utf-8")
-    assert "CMakeLists.txt:1000001 option(BIG_USE_CUDA ... OFF)" in text
-    assert "cublas: CMakeLists.txt:1000002" in text
-    assert "CMakeLists.txt:1040002 sets CMAKE_CUDA_ARCHITECTURES" in text
+    assert "CMakeLists.txt:1000003 enable_language(... CUDA) is guarded by BIG_USE_CUDA" in text
+    assert "cublas: CMakeLists.txt:1000005" in text
+    assert "CMakeLists.txt:1010005 sets CMAKE_CUDA_ARCHITECTURES" in text
 
 
 def test_a_report_that_never_ends_is_refused_at_its_cap(project: Path, tmp_path: Path) -> None:

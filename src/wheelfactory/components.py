@@ -353,6 +353,7 @@ class OperatingSystem(_Frozen):
     sys_platform: str
     platform_system: str
     classifier: str
+    included_by: tuple[str, ...]  # classifiers of another branch that name it too (Unix: Linux)
     toolkit_lib_dir: str
     executable_suffix: str
     no_wheel_marker: str  # formatted with the machine (cibuildwheel's arch)

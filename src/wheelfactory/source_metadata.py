@@ -205,12 +205,40 @@ def setup_requirements(tree: Path) -> list[str] | None:
     return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
+def egg_info_requirements(tree: Path) -> tuple[str, list[str]] | None:
+    """(where, the requirements) of the sdist's `<name>.egg-info/requires.txt`, which setuptools writes from what
+    setup() gave even where the PKG-INFO beside it has no Requires-Dist (metadata 2.1 of an older setuptools):
+    the lines before any section, and those of a `[:marker]` section with its marker; an extra's sections left
+    out. None where the sdist has none (or it cannot be read)."""
+    folders = sorted(p.name for p in tree.glob("*.egg-info") if p.is_dir() and not p.is_symlink())
+    for folder in folders[:1]:
+        try:
+            data = read_inside(tree, f"{folder}/requires.txt")
+        except BadBytes:
+            return None
+        if data is None:
+            return None
+        lines, marker = [], ""
+        for raw in data.decode("utf-8", errors="replace").splitlines():
+            line = raw.strip()
+            if line.startswith("["):
+                extra, _, marker = line.strip("[]").partition(":")
+                marker = marker if not extra else "\0"  # an extra's section: its lines are the extra's
+            elif line and not line.startswith("#") and marker != "\0":
+                lines.append(f"{line}; {marker}" if marker else line)
+        return f"{folder}/requires.txt", lines
+    return None
+
+
 def declared_requirements(tree: Path) -> list[str] | None:
     """What the source's own build would declare it requires (its extras aside), where no [project] table says
-    it: the sdist's PKG-INFO Requires-Dist, else setup()'s literal install_requires (an sdist written by an older
-    setuptools has the first empty); None where neither says."""
+    it: the sdist's PKG-INFO Requires-Dist, else its egg-info's requires.txt, else setup()'s literal
+    install_requires (an sdist written by an older setuptools has the first empty); None where none says."""
     stated = source_requirements(tree)
-    return stated if stated is not None else setup_requirements(tree)
+    if stated is not None:
+        return stated
+    egg_info = egg_info_requirements(tree)
+    return egg_info[1] if egg_info is not None else setup_requirements(tree)
 
 
 def source_extras(tree: Path) -> dict[str, list[str]]:

@@ -16,22 +16,12 @@ from typing import Any, get_args
 from ..components import OS, component_table, operating_system, platforms
 from ..inputs.recipe_checks import RESERVED_ENVIRONMENT
 from ..source_metadata import pkg_info, source_build_requires, source_project, source_pyproject
-from ..untrusted.trees import Lines
-from .reading import Guess, SourceTree, files_named, table
+from ..untrusted.shown import shown
+from ..untrusted.trees import Lines, walk
+from .cmake_reading import read_cmake_chain
+from .reading import Guess, SourceTree, table
+from .setup_reading import read_setup
 
-# A project's CMake files; not the Find modules it carries, which name every target of what they find.
-_CMAKE_FILES = re.compile(r"CMakeLists\.txt|(?!Find).+\.cmake")
-_CMAKE_TARGET = re.compile(r"\bCUDA::(\w+)")
-_FINDCUDA_LIBRARY = re.compile(r"\$\{CUDA_(\w+?)_LIBRAR(?:Y|IES)\}")
-# Blanks, not \s, before the keyword: \s would run over every blank line before it (a match placed lines too early,
-# and a scan whose time grows with the square of the blank lines); a description on its line, so that an open quote
-# is not read to the file's end again for each option.
-_OPTION = re.compile(
-    r'^[ \t]*(option)\s*\(\s*(\w+)\s+"([^"\n]*)"\s*(ON|OFF|TRUE|FALSE)?\s*\)', re.MULTILINE | re.IGNORECASE
-)
-# An option that turns the CUDA build on (USE_CUDA, FINUFFT_USE_CUDA, WITH_CUDA), not one that tunes it.
-_CUDA_SWITCH = re.compile(r"(^|_)(USE|WITH|ENABLE|BUILD)_CUDA($|_)|^CUDA$", re.IGNORECASE)
-_SETS_ARCHS = re.compile(r"\bset\s*\(\s*CMAKE_CUDA_ARCHITECTURES\b", re.IGNORECASE)
 _HARD_CODED_ARCHS = re.compile(r"-gencode|--generate-code|arch=compute_\d+|-arch[= ]sm_\d+|CUDA_ARCHITECTURES\s+\d")
 _LINK_FLAG = re.compile(r"""["']-l(\w+)["']""")
 _EXCLUDE = re.compile(r"--exclude[= ]+([^\s\"']+)")
@@ -39,6 +29,8 @@ _EXCLUDE = re.compile(r"--exclude[= ]+([^\s\"']+)")
 _TORCH_BUILD = re.compile(r"\bcpp_extension\b|\bCUDAExtension\b|\bBuildExtension\b")
 # A variable a setup.py reads that forces its CUDA build (FORCE_CUDA, TORCH_SCATTER_FORCE_CUDA... _FORCE_BUILD).
 _FORCES_CUDA = re.compile(r"FORCE_(CUDA|BUILD)$|^FORCE_CUDA$")
+# What a draft's comment says of a variable that turns the source's CUDA build on (the no-CUDA gate names them).
+_SWITCH_DECISIONS = ("turns its CUDA build on", "forces the CUDA build")
 # CMake's and the link line's names for the driver, which no component is.
 DRIVER_NAMES = frozenset({"cuda", "cuda_driver"})
 # Variables a setup.py reads whose values the factory gives (CUDA_HOME and its kin) or cibuildwheel does.
@@ -97,12 +89,42 @@ def _link(found: CudaBuild, name: str, where: str) -> None:
 
 def read_cuda_build(source: SourceTree) -> CudaBuild:
     found = CudaBuild()
+    _not_source(source.root, found)
     _read_cmake(source, found)
     _read_setup_py(source, found)
     _read_own_cibuildwheel(source.root, found)
-    found.torch = _torch(source)
+    found.torch = _torch(source) or found.torch
     found.platforms = _platforms(source.root)
     return found
+
+
+_PREBUILT = re.compile(r".+\.(so(\.\d+)*|dll|dylib|pyd)")
+_COMPILED = re.compile(r".+\.(cu|cuh|c|cc|cpp|cxx)")
+
+
+def _not_source(tree: Path, found: CudaBuild) -> None:
+    """An sdist that carries binaries built elsewhere: the build may ship them, and where it holds nothing a
+    compiler reads, it cannot make its CUDA code at all (bitsandbytes 0.42.0's sdist holds 21 prebuilt libraries and
+    no source). A pure Python source, which holds neither, is told nothing."""
+    prebuilt, compiled = [], 0
+    for entry in walk(tree, lambda folder: folder.name in (".git", "__pycache__")):
+        if _PREBUILT.fullmatch(entry.name) and not entry.is_symlink():
+            prebuilt.append(entry.relative_to(tree).as_posix())
+        compiled += bool(_COMPILED.fullmatch(entry.name))
+    if not prebuilt:
+        return
+    names = ", ".join(shown(p) for p in prebuilt[:3]) + (f" and {len(prebuilt) - 3} more" if prebuilt[3:] else "")
+    if compiled:
+        found.notes.append(
+            f"the source carries {len(prebuilt)} prebuilt binaries ({names}) beside its source: check that the "
+            "wheel's are the ones its build makes (the audit reads each binary's device code)"
+        )
+    else:
+        found.notes.append(
+            f"the source carries {len(prebuilt)} prebuilt binaries ({names}) and no compiled source (.cu, .c, "
+            ".cpp): nothing in it builds CUDA code — draft from the repository instead: `nox -s recipe -- --git "
+            "URL --rev COMMIT`"
+        )
 
 
 def cuda_switches(tree: Path) -> dict[str, str]:
@@ -112,9 +134,11 @@ def cuda_switches(tree: Path) -> dict[str, str]:
     switches = {
         g.value[2:].split("=")[0]: f"CMAKE_ARGS {g.value} ({g.read_from})"
         for g in found.cmake_args
-        if g.value.endswith("=ON")
+        if " is guarded by " in g.read_from
     }
-    switches |= {n: f"{n}={g.value} ({g.read_from})" for n, g in found.environment.items() if _FORCES_CUDA.search(n)}
+    switches |= {
+        n: f"{n}={g.value} ({g.read_from})" for n, g in found.environment.items() if g.decide in _SWITCH_DECISIONS
+    }
     return switches
 
 
@@ -135,62 +159,58 @@ def _defined_by_source(tree: Path) -> set[str]:
 
 
 def _read_cmake(source: SourceTree, found: CudaBuild) -> None:
-    tree = source.root
-    defined = _defined_by_source(tree)
-    for path in files_named(tree, _CMAKE_FILES):
-        shown = _shown_path(tree, path)
-        text = source.text(shown)
-        lines = Lines(text)
-        for match in [*_CMAKE_TARGET.finditer(text), *_FINDCUDA_LIBRARY.finditer(text)]:
-            _link(found, match[1], f"{shown}:{lines.of(match.start())}")
-        for option in _OPTION.finditer(text):
-            name, default = option[2], (option[4] or "OFF").upper()
-            if _CUDA_SWITCH.search(name) and default in ("OFF", "FALSE") and name not in defined:
-                where = f"{shown}:{lines.of(option.start(1))} option({name} ... {default})"
-                found.cmake_args.append(Guess(f"-D{name}=ON", where, "the CUDA build is off by default"))
-        sets = _SETS_ARCHS.search(text)
-        if sets and not any("CMAKE_CUDA_ARCHITECTURES" in g.value for g in found.cmake_args):
-            where = f"{shown}:{lines.of(sets.start())} sets CMAKE_CUDA_ARCHITECTURES"
-            found.cmake_args.append(
-                Guess("-DCMAKE_CUDA_ARCHITECTURES=$CMAKE_CUDA_ARCHITECTURES", where, "else it picks its own GPUs")
-            )
-        _hard_coded(found, text, lines, shown)
+    """The CMake build as the source's build runs it (cmake_reading.py): its switches, links, architectures."""
+    chain = read_cmake_chain(source)
+    if chain is None:
+        return
+    defined = _defined_by_source(source.root)
+    for name, (value, where) in chain.switches.items():
+        if name not in defined:
+            why = "the CUDA build is off by default" if value == "ON" else f"CUDA is built where it is {value}"
+            found.cmake_args.append(Guess(f"-D{name}={value}", f"{where} is guarded by {name}", why))
+    for name, where in chain.links.items():
+        _link(found, name, where)
+    if chain.shared_runtime and "cudart" not in found.components:
+        found.components["cudart"] = f"{chain.shared_runtime} CUDA_RUNTIME_LIBRARY Shared"
+    for arg, where in chain.arch_args.items():
+        if arg.split("=")[0][2:] not in defined:
+            found.cmake_args.append(Guess(arg, where, "else it picks its own GPUs"))
+    if chain.append_gencode:
+        found.environment["NVCC_APPEND_FLAGS"] = Guess(
+            "$NVCC_GENCODE", chain.append_gencode, "nvcc appends the variant's architectures to its own"
+        )
+    for file in chain.files:
+        text = source.text(file)
+        _hard_coded(found, text, Lines(text), file)
+
+
+def _gencode(found: CudaBuild, text: str, lines: Lines) -> None:
+    """nvcc gets the variant's architectures appended where setup.py gives it none (nvcc's default GPU alone) or
+    hard-codes its own -gencode under torch: cpp_extension then leaves out TORCH_CUDA_ARCH_LIST's."""
+    compiles_cuda = "nvcc" in text and re.search(r"\.cu['\"]", text) is not None
+    hard_coded = _HARD_CODED_ARCHS.search(text)
+    torch = _TORCH_BUILD.search(text)
+    if compiles_cuda and not torch and not hard_coded:
+        where = "setup.py compiles .cu files with nvcc and names no GPU architecture"
+        found.environment["NVCC_APPEND_FLAGS"] = Guess("$NVCC_GENCODE", where, "else nvcc's default GPU alone")
+    elif torch and hard_coded:
+        where = (
+            f"setup.py:{lines.of(hard_coded.start())} hard-codes nvcc's GPU architectures, so "
+            "torch.utils.cpp_extension leaves out TORCH_CUDA_ARCH_LIST's"
+        )
+        found.environment["NVCC_APPEND_FLAGS"] = Guess("$NVCC_GENCODE", where, "nvcc appends the variant's to them")
+    else:
+        _hard_coded(found, text, lines, "setup.py")
 
 
 def _hard_coded(found: CudaBuild, text: str, lines: Lines, shown: str) -> None:
     match = _HARD_CODED_ARCHS.search(text)
-    if match:
+    if match and "NVCC_APPEND_FLAGS" not in found.environment:
         found.notes.append(
             f"{shown}:{lines.of(match.start())} names GPU architectures itself: the audit holds every binary "
             "to the variant's (SASS for each, PTX for the newest) — pass the factory's ($NVCC_GENCODE, "
             "$CMAKE_CUDA_ARCHITECTURES) if the build lets you, or narrow a binary on purpose in device_code_archs"
         )
-
-
-def _environment_reads(module: ast.Module) -> dict[str, int]:
-    """The variables setup.py reads (os.environ[...], .get, os.getenv, `in os.environ`) -> the line of the first."""
-    reads: dict[str, int] = {}
-    for node in ast.walk(module):
-        name: object = None
-        if isinstance(node, ast.Subscript) and "environ" in ast.unparse(node.value):
-            name = _constant(node.slice)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
-            callee = ast.unparse(node.func)
-            if callee.endswith(("environ.get", "getenv")):
-                name = _constant(node.args[0])
-        elif (
-            isinstance(node, ast.Compare)
-            and any(isinstance(o, ast.In | ast.NotIn) for o in node.ops)
-            and any("environ" in ast.unparse(c) for c in node.comparators)
-        ):
-            name = _constant(node.left)
-        if isinstance(name, str) and re.fullmatch(r"[A-Za-z_]\w*", name):
-            reads.setdefault(name, getattr(node, "lineno", 0))
-    return reads
-
-
-def _constant(node: ast.expr) -> object:
-    return node.value if isinstance(node, ast.Constant) else None
 
 
 def _read_setup_py(source: SourceTree, found: CudaBuild) -> None:
@@ -206,19 +226,34 @@ def _read_setup_py(source: SourceTree, found: CudaBuild) -> None:
                     _link(found, element.value, f"setup.py:{element.lineno} libraries=[...]")
     for match in _LINK_FLAG.finditer(text):
         _link(found, match[1], f"setup.py:{lines.of(match.start())}")
-    _hard_coded(found, text, lines, "setup.py")
-    compiles_cuda = "nvcc" in text and re.search(r"\.cu['\"]", text) is not None
-    if compiles_cuda and not _TORCH_BUILD.search(text) and not _HARD_CODED_ARCHS.search(text):
-        where = "setup.py compiles .cu files with nvcc and names no GPU architecture"
-        found.environment["NVCC_APPEND_FLAGS"] = Guess("$NVCC_GENCODE", where, "else nvcc's default GPU alone")
-    reads = _environment_reads(module)
+    _gencode(found, text, lines)
+    setup = read_setup(source, module)
+    for name, (value, where) in setup.switches.items():
+        if name not in FACTORY_GIVES:
+            found.environment.setdefault(name, Guess(value, where, _SWITCH_DECISIONS[0]))
+    if setup.torch and found.torch is None:
+        found.torch = Guess(True, setup.torch)
+    for name, where in setup.links.items():
+        _link(found, name, where)
+    if setup.prunes:
+        found.notes.append(
+            f"{', '.join(setup.prunes[:3])} filter_ccs() narrow the GPU architectures an op-builder compiles for "
+            "(of TORCH_CUDA_ARCH_LIST): give its module device_code_archs, which the first build's audit names"
+        )
+    if setup.downloads:
+        found.notes.append(
+            f"{setup.downloads} downloads while it builds (a prebuilt wheel, say): the factory's build has no "
+            "network — set the variable that makes it build instead (a *_FORCE_BUILD), or declare the download in "
+            "extra_sources"
+        )
+    reads = setup.reads
     source_lines = text.split("\n")
     for name, line in reads.items():
         if _FORCES_CUDA.search(name) and name not in found.environment:
             # On the line that reads it: `FORCE = os.environ.get("PKG_FORCE_CUDA", "0") == "TRUE"`.
             after = source_lines[line - 1].partition(name)[2] if 0 < line <= len(source_lines) else ""
             value = "TRUE" if re.search(r"==\s*['\"]TRUE['\"]", after) else "1"
-            found.environment[name] = Guess(value, f"setup.py:{line} reads {name}", "forces the CUDA build")
+            found.environment[name] = Guess(value, f"setup.py:{line} reads {name}", _SWITCH_DECISIONS[1])
     others = [n for n in reads if n not in FACTORY_GIVES and n not in found.environment]
     if others:
         found.notes.append(
@@ -296,6 +331,7 @@ def _platforms(tree: Path) -> Guess[list[str]] | None:
         if any(
             operating_system(platform.os).classifier.startswith(c)
             or c.startswith(operating_system(platform.os).classifier)
+            or c in operating_system(platform.os).included_by
             for c in systems
         )
     ]

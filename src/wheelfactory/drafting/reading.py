@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import configparser
 import dataclasses
+import fnmatch
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,18 +22,20 @@ from typing import Any, Generic, TypeVar
 from packaging.utils import canonicalize_name
 
 from ..errors import BadBytes
-from ..source_metadata import pkg_info, setup_keywords, source_project, source_pyproject, source_requirements
+from ..source_metadata import (
+    egg_info_requirements,
+    pkg_info,
+    setup_keywords,
+    setup_requirements,
+    source_project,
+    source_pyproject,
+    source_requirements,
+)
 from ..sources import PACKAGE_ROOTS, package_dir
 from ..untrusted.shown import shown
-from ..untrusted.trees import Lines, parse_python, parse_toml, read_inside, walk
+from ..untrusted.trees import Lines, inside, parse_python, parse_toml, read_inside
 
 T = TypeVar("T")
-# Folders no package's own build files live in: tools' and builds' output, and the projects it vendors (whose
-# CUDA options and targets are theirs: LightGBM's external_libs/nanoarrow has an option WITH_CUDA).
-SKIPPED = frozenset(
-    {".git", "build", "dist", "node_modules", "__pycache__", ".nox", ".tox", "venv", ".venv", "_deps"}
-    | {"external", "external_libs", "extern", "third_party", "thirdparty", "3rdparty", "vendor", "vendored"}
-)
 NOT_PACKAGES = frozenset({"test", "tests", "testing", "doc", "docs", "example", "examples", "benchmarks", "bench"})
 
 
@@ -85,14 +88,6 @@ class SourceTree:
         except BadBytes as refused:
             self.noted(refused)
             return {}
-
-
-def files_named(tree: Path, match: re.Pattern[str]) -> Iterator[Path]:
-    """The files under `tree` whose name matches, shallowest first (a link among them too, which reading it then
-    refuses and notes); no link is followed out of the tree."""
-    for entry in walk(tree, lambda folder: folder.name in SKIPPED):
-        if match.fullmatch(entry.name) and (entry.is_symlink() or entry.is_file()):
-            yield entry
 
 
 def table(data: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -168,7 +163,36 @@ def _declared_packages(source: SourceTree) -> Guess[list[str]] | None:
     for key in ("packages", "py_modules"):
         if _top_level(_literal(keywords.get(key))):
             return Guess(_top_level(_literal(keywords.get(key))), f"setup.py setup({key}=[...])")
-    return None
+    return _found_packages(tree, keywords.get("packages"))
+
+
+def _found_packages(tree: Path, given: ast.expr | None) -> Guess[list[str]] | None:
+    """setup(packages=find_packages(where=..., include=[...], exclude=[...])) as setuptools finds them: the
+    top-level folders with an __init__.py that an include pattern (all, by default) and no exclude pattern match;
+    None where its arguments are not literals."""
+    if not isinstance(given, ast.Call) or not ast.unparse(given.func).endswith("find_packages"):
+        return None
+    arguments = dict(zip(("where", "exclude", "include"), given.args, strict=False))
+    arguments.update({k.arg: k.value for k in given.keywords if k.arg})
+    where, include, exclude = (_literal(arguments.get(k)) for k in ("where", "include", "exclude"))
+    if not isinstance(where, str | None) or not isinstance(include, list | tuple | None):
+        return None
+    if not isinstance(exclude, list | tuple | None):
+        return None
+    try:
+        base = inside(tree, where or ".")  # never a folder outside the source, nor one reached through a link
+    except BadBytes:
+        return None
+    folders = [d.name for d in sorted(base.iterdir()) if d.is_dir() and not d.is_symlink()] if base.is_dir() else []
+    found = [
+        name
+        for name in folders
+        if (base / name / "__init__.py").is_file()
+        and any(fnmatch.fnmatchcase(name, str(p)) for p in (include or ["*"]))
+        and not any(fnmatch.fnmatchcase(name, str(p)) for p in (exclude or []))
+    ]
+    shown_call = "find_packages(" + ", ".join(f"{k}=..." for k in arguments) + ")"
+    return Guess(found, f"setup.py setup(packages={shown_call}), as setuptools finds them") if found else None
 
 
 def import_packages(source: SourceTree, name: str) -> Guess[list[str]]:
@@ -211,22 +235,34 @@ def requirements(tree: Path) -> Guess[list[str]] | None:
     if source_project(tree) is not None:
         return None
     stated = source_requirements(tree)
-    return Guess(stated, "PKG-INFO Requires-Dist (setup()'s install_requires)") if stated else None
+    if stated:
+        return Guess(stated, "PKG-INFO Requires-Dist (setup()'s install_requires)")
+    egg_info = egg_info_requirements(tree)
+    if egg_info is not None and egg_info[1]:
+        return Guess(egg_info[1], f"{egg_info[0]} (setup()'s install_requires; PKG-INFO has no Requires-Dist)")
+    literal = setup_requirements(tree)
+    return Guess(literal, "setup.py setup(install_requires=[...])") if literal else None
 
 
 # Calls that load a shared library by path or name.
 _LOADERS = re.compile(r"\b(CDLL|WinDLL|PyDLL|LoadLibrary|load_library)\s*\(")
 
 
-def ctypes_at_import(source: SourceTree, package: str) -> Guess[bool] | None:
-    """Whether `import package` loads a library with ctypes: a module-level call of a ctypes loader in the
-    package's __init__.py or in a module of the package it imports at module level (followed as far as they go)."""
+def _called(node: ast.AST) -> str:
+    """The name a call calls (`f`, `x.f` -> f); empty for anything else."""
+    func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+    return str(getattr(func, "attr", getattr(func, "id", "")))
+
+
+def _imported_modules(source: SourceTree, package: str) -> list[tuple[Path, ast.Module]]:
+    """The modules of the package that `import package` runs: its __init__.py and what it imports of its own at
+    module level, followed as far as they go."""
     tree = source.root
     folder = package_dir(tree, package)
     if folder is None:
-        return None
+        return []
     root = tree / folder
-    queue, done = [root / "__init__.py"], set()
+    queue, done, modules = [root / "__init__.py"], set(), []
     while queue:
         path = queue.pop(0)
         if path in done or not path.is_file():
@@ -235,16 +271,54 @@ def ctypes_at_import(source: SourceTree, package: str) -> Guess[bool] | None:
         module = source.python(path.relative_to(tree).as_posix())
         if module is None:
             continue
+        modules.append((path, module))
         for node in _module_level(module.body):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 queue += _own_modules(node, root, path, package)
+    return modules
+
+
+def _loading_functions(source: SourceTree, modules: list[tuple[Path, ast.Module]]) -> set[str]:
+    """The package's own functions that load a library with ctypes, themselves or through another of them (two
+    levels of helpers: `_load()` calling `_find_and_open(name)` calling CDLL). Only a module whose text names a
+    loader, or a function found so far, is walked."""
+    texts = [(source.text(path.relative_to(source.root).as_posix()), module) for path, module in modules]
+    loading: set[str] = set()
+    wanted = _LOADERS
+    for _ in range(3):
+        found = {
+            f.name
+            for text, module in texts
+            if wanted.search(text)
+            for f in ast.walk(module)
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            and any(_LOADERS.match(f"{c}(") or c in loading for c in map(_called, ast.walk(f)))
+        }
+        if found <= loading:
+            break
+        loading |= found
+        wanted = re.compile(r"\b(" + "|".join(map(re.escape, sorted(loading))) + r")\s*\(")
+    return loading
+
+
+def ctypes_at_import(source: SourceTree, package: str) -> Guess[bool] | None:
+    """Whether `import package` loads a library with ctypes: a call run at module level, in the package's
+    __init__.py or a module of its own it imports, of a ctypes loader or of one of the package's functions that
+    calls one (through up to two more)."""
+    modules = _imported_modules(source, package)
+    loading = _loading_functions(source, modules)
+    for path, module in modules:
+        for node in _module_level(module.body):
             for inner in ast.walk(node):
-                name = getattr(getattr(inner, "func", None), "attr", getattr(getattr(inner, "func", None), "id", ""))
-                if isinstance(inner, ast.Call) and _LOADERS.match(f"{name}("):
-                    where = f"{path.relative_to(tree)}:{inner.lineno}"
+                name = _called(inner)
+                if isinstance(inner, ast.Call) and "torch.ops" in ast.unparse(inner.func):
+                    continue  # torch's own loader of an extension's operators, which torch's smoke covers
+                if name and (_LOADERS.match(f"{name}(") or name in loading):
+                    how = "a library with ctypes" if name not in loading else f"a library with ctypes through {name}()"
                     return Guess(
                         True,
-                        f"{where} loads a library with ctypes when the package is imported",
+                        f"{path.relative_to(source.root)}:{getattr(inner, 'lineno', 0)} loads {how} when the package "
+                        "is imported",
                         "if that library links no CUDA library, set this false",
                     )
     return None

@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import tomllib
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -137,7 +138,9 @@ def parse_python(data: bytes | str, what: str) -> ast.Module:
     """A Python module's syntax tree, never run: BadBytes naming `what` for one that does not parse, or whose tree
     nests deeper than MAX_DEPTH (which what reads the tree, ast's own helpers, could not walk)."""
     try:
-        module = ast.parse(data)
+        with warnings.catch_warnings():  # its invalid escapes are the source's, not a warning of ours
+            warnings.simplefilter("ignore")
+            module = ast.parse(data)
     except SyntaxError as exc:
         raise BadBytes(f"{what}:{exc.lineno or 1}: does not parse as Python ({one_line(exc.msg)})") from None
     except (ValueError, MemoryError, RecursionError):
