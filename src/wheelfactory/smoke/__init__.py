@@ -50,6 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from .. import host
 from ..binaries.wheelfile import WheelMetadata
 from ..built import BuiltWheel
@@ -187,9 +189,19 @@ class SmokeSchedule:
             results += found
         return [*results, done["tier 3"]]
 
+    def _standin(self) -> Path:
+        """Where the stand-in of another variant is put once made: the wheel's own file name, the other variant's
+        distribution in it (the version and tags pip accepted in the wheel's own). Its folder is made at once, so
+        that a container can mount it before the stand-in is written (bind mounts show what comes later)."""
+        distribution = canonicalize_name(neighbour_name(self.built.variant)).replace("-", "_")
+        folder = self.scratch / "standin"
+        folder.mkdir(exist_ok=True)
+        return folder / f"{distribution}-{self.wheel.path.name.split('-', 1)[1]}"
+
     def _neighbour(self) -> Path:
         (self.scratch / "neighbour").mkdir()
-        return standin_variant(self.wheel.path, neighbour_name(self.built.variant), self.scratch / "neighbour")
+        made = standin_variant(self.wheel.path, neighbour_name(self.built.variant), self.scratch / "neighbour")
+        return made.rename(self._standin())
 
     def _beside_torch(
         self,
@@ -299,12 +311,11 @@ class SmokeSchedule:
             lambda done: self._container(done, image, fetched, runtimes),
             runtimes,
             fetched.torch,
-            fetched.neighbour,
             *fetched.requirements.values(),
         )
         first, *others = fetched.requirements
         venvs = {python: self._venvs(prefix, start, python) for python in fetched.requirements}
-        installs = {first: self._pip_installs(prefix, start, first, venvs[first], torched)}
+        installs = {first: self._pip_installs(prefix, start, fetched.neighbour, first, venvs[first], torched)}
         for python in others:
             installs[python] = self._taken(prefix, start, fetched, installs[first], first, python, venvs)
         tiers = [
@@ -322,19 +333,27 @@ class SmokeSchedule:
 
     def _container(self, done: Done, image: str, fetched: _Fetched, runtimes: str) -> SmokeContainer:
         found = {python: done[step] for python, step in fetched.requirements.items()}
-        neighbour, decoys = done[fetched.neighbour], nvrtc_decoys(self.built.variant)
-        container = SmokeContainer(image, self.wheel, done[runtimes], found, neighbour, self.timings, decoys)
+        decoys = nvrtc_decoys(self.built.variant)
+        container = SmokeContainer(image, self.wheel, done[runtimes], found, self._standin(), self.timings, decoys)
         self.open.append(container)
         for python in found:
             container.machine(python).torch_pins = _pins(done[fetched.torch], python)
         return container
 
     def _pip_installs(
-        self, prefix: str, start: str, python: str, venvs: str, torched: bool, taking: str | None = None
+        self,
+        prefix: str,
+        start: str,
+        neighbour: str,
+        python: str,
+        venvs: str,
+        torched: bool,
+        taking: str | None = None,
     ) -> _Installs:
         """pip's runs on one Python's machine once its venvs are made: one into the first venv layout, copied into
         the other venvs; one into the --target layout's folder (pip lays a wheel out differently there) and one
-        into the two-variants folder (for a wheel built against torch, once the first venv holds torch). With
+        into the two-variants folder once the stand-in of another variant (`neighbour`) is made (for a wheel built
+        against torch, once the first venv holds torch too). With
         `taking` (the step that decided how this Python takes another's installs), each only where it does not."""
         built = self.built
 
@@ -360,7 +379,8 @@ class SmokeSchedule:
                 machine, machine.layouts[0].python if torched else bare, two_variants_installs(machine, built)
             )
 
-        beside_waits = (*waits, into_venvs) if torched else waits  # torch (and NVIDIA's wheels) from the first venv
+        # torch (and NVIDIA's wheels) from the first venv
+        beside_waits = (*waits, neighbour, *((into_venvs,) if torched else ()))
         folder = self.add(
             f"{prefix}{python}: install the two variants", unless(lambda s: s.folders, beside), *beside_waits
         )
@@ -393,7 +413,7 @@ class SmokeSchedule:
             venvs[python],
             *fetched.requirements.values(),
         )
-        own = self._pip_installs(prefix, start, python, venvs[python], False, decided)
+        own = self._pip_installs(prefix, start, fetched.neighbour, python, venvs[python], False, decided)
         (first_venvs,) = first_installs.venvs
         copied = self.add(
             f"{prefix}{python}: the install of {first} copied",
