@@ -9,12 +9,14 @@ library links, and the recipe completed from that build's report reaches dist/.
 
 Heavy, beside slow: three builds of cufinufft's kernels, the first some seven minutes on two cores with an empty
 compiler cache (the others take the cache's, a minute each, and smoke). torchsort's, against the matrix's torch
-(gigabytes of wheels), two builds of five minutes. `nox -s tests -- -m heavy` runs them.
+(gigabytes of wheels), two builds of five minutes. causal-conv1d's first build compiles its kernels for some twelve
+GPU architectures. `nox -s tests -- -m heavy` runs them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -34,14 +36,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.heavy]
 IMPORT_ERROR = "Could not find cufinufft library in system path"
 
 
-def _drafted(tmp_path: Path, pin: str, major: int, image: str) -> tuple[Path, Path, BuildRequest]:
-    """(the project, the drafted recipe, the build of its cp312 wheel) for the sdist `pin`, the only recipe."""
+def _drafted(
+    tmp_path: Path, pin: str, major: int, image: str, torch: list[str] | None = None
+) -> tuple[Path, Path, BuildRequest]:
+    """(the project, the drafted recipe, the build of its cp312 wheel) for the sdist `pin`, the only recipe; of a
+    torch build, against the `torch` releases of the train only."""
     root = copy_inputs(REPO, tmp_path / "project")
     for recipe in (root / "recipes").iterdir():
         shutil.rmtree(recipe)
     path, _ = draft_recipe(SourceGiven(sdist=pin), root)
     name = path.parent.name
-    return root, path, BuildRequest(root, major, ["3.12"], [name], image, None, matrix_for(root, image))
+    matrix = matrix_for(root, image)
+    return root, path, BuildRequest(root, major, ["3.12"], [name], image, None, matrix, torch=torch)
 
 
 def test_cufinufft_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
@@ -80,7 +86,8 @@ def test_cufinufft_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> Non
 def test_torchsort_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
     """torchsort 0.1.10, a torch extension: the draft knows it builds against torch (and where torch's libraries
     are), its first build is rejected for what each module links, and the completed recipe's reaches dist/."""
-    root, path, request = _drafted(tmp_path, "torchsort==0.1.10", 13, build_image)
+    # One torch of the train (its wheel is in the cache): the train's every release would be a build each.
+    root, path, request = _drafted(tmp_path, "torchsort==0.1.10", 13, build_image, torch=["2.14"])
 
     (first,) = build(request)
     assert first.audit is not None and not first.audit.passed
@@ -122,3 +129,79 @@ def test_vendlib_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
     archs = second.built.variant.cuda_archs("linux-x86_64")  # the toolkit the build image's matrix names
     assert entry["gpu_code"]["sass"] == [f"sm_{a}" for a in archs]
     assert entry["gpu_code"]["ptx"][0].startswith(f"compute_{max(archs)} ")
+
+
+# causal-conv1d 1.7.0's setup.py:179-199 hard-codes `-gencode arch=compute_XX,code=sm_XX` (SASS, no PTX) for these
+# with an nvcc of 13.0 or later; nvcc compiles them whatever the variant's architectures are.
+CAUSAL_CONV1D_GENCODE = {75, 80, 87, 90, 100, 103, 110, 120, 121}
+
+# Each DECIDE: of causal-conv1d's draft (a fragment of its line), the field it is about, the answer, and why. Every
+# answer keeps the draft's proposal: the recipe built is the draft as written.
+CAUSAL_CONV1D_DECIDED = [
+    # No `cuda:`: all of the matrix's majors. A torch build is planned only where the matrix has a torch train to
+    # build against (CUDA 13: PyPI's torch is built for it), so that is already the one major it builds for.
+    ("DECIDE: the CUDA majors it builds for", "cuda", None),
+    # Its one OS classifier (Unix). This test builds linux-x86_64 (the host); aarch64 is the user's to try.
+    ("DECIDE: the first build tells whether each works", "platforms", ["linux-x86_64", "linux-aarch64"]),
+    # Without it torch's cpp_extension drops TORCH_CUDA_ARCH_LIST (the flags name -gencode), and the variant's
+    # architectures and PTX for the newest would be missing; narrowing the module to the hard-coded list instead
+    # (device_code_archs) would leave newer GPUs with no PTX to JIT.
+    ("DECIDE: nvcc appends the variant's to them", "NVCC_APPEND_FLAGS", "$NVCC_GENCODE"),
+    # Without it bdist_wheel downloads a prebuilt wheel from GitHub; the build has no network and the URLError is
+    # not caught (setup.py:330-347).
+    ("DECIDE: forces the CUDA build", "CAUSAL_CONV1D_FORCE_BUILD", "TRUE"),
+]
+
+
+def _answer_decides(path: Path) -> None:
+    """Hold each of the draft's DECIDE: lines to its one answer above, and its field to that answer."""
+    text = path.read_text(encoding="utf-8")
+    # (the header's "DECIDE: marks what only you can tell" explains the mark; it asks nothing)
+    asked = [line for line in text.splitlines() if "DECIDE:" in line and "DECIDE: marks" not in line]
+    answered = [[fragment for fragment, _, _ in CAUSAL_CONV1D_DECIDED if fragment in line] for line in asked]
+    assert [len(fragments) for fragments in answered] == [1] * len(asked), asked
+    assert sorted(f for (f,) in answered) == sorted(fragment for fragment, _, _ in CAUSAL_CONV1D_DECIDED)
+    drafted = yaml.safe_load(text)
+    fields = {**drafted, **drafted.get("environment", {})}
+    assert {field: fields.get(field) for _, field, _ in CAUSAL_CONV1D_DECIDED} == {
+        field: answer for _, field, answer in CAUSAL_CONV1D_DECIDED
+    }
+
+
+def test_causal_conv1d_from_a_draft_to_dist(tmp_path: Path, build_image: str) -> None:
+    """causal-conv1d 1.7.0, a torch extension that hard-codes its GPU architectures: its draft, with each DECIDE:
+    answered (and nothing else touched), is built for CUDA 13 against one torch of the train (2.14) for CPython
+    3.12; the first build is rejected for what its module links, the recipe completed from that build's report
+    reaches dist/, and the module carries the variant's architectures beside the hard-coded ones."""
+    # Not narrowed to one GPU architecture: nvcc compiles the nine hard-coded ones whatever the variant's are, so
+    # narrowing (the recipe's cuda_archs, the factory's only way, and a hand edit beyond the DECIDE: lines) would
+    # spare two of its twelve targets, and [90], hard-coded too, could not show that NVCC_APPEND_FLAGS works.
+    root, path, request = _drafted(tmp_path, "causal-conv1d==1.7.0", 13, build_image, torch=["2.14"])
+    name = path.parent.name
+    _answer_decides(path)
+
+    (first,) = build(request)
+    assert first.audit is not None and not first.audit.passed
+    # What the draft cannot know, and nothing else: the module links the CUDA runtime and torch's libraries.
+    assert first.why_not() and all(
+        re.fullmatch(
+            r"audit: causal_conv1d_cuda[^:]*: needs \S+ \(\S+\) but may link (no CUDA library|nothing) — .*", why
+        )
+        for why in first.why_not()
+    ), first.why_not()
+    complete_recipe(root / "dist/report.json", name, root)
+    completed = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert completed["modules"] == {"*": [], "causal_conv1d_cuda": ["cudart", "torch"]}
+    assert completed["device_code"] == ["causal_conv1d_cuda"]
+
+    (second,) = build(request)
+    assert second.passed, second.why_not()
+    assert [p.name for p in (root / "dist").glob("*.whl")] == [second.wheel]
+    entry = next(e for e in json.loads((root / "dist/report.json").read_text())["wheels"] if e["passed"])
+    # SASS for each of the variant's architectures and PTX for the newest, which only NVCC_APPEND_FLAGS brings
+    # (sm_86, sm_89 and compute_120 are none of the hard-coded); beside them the hard-coded ones, which the audit
+    # accepts as CUDA 13.0's nvcc can target each.
+    archs = second.built.variant.cuda_archs("linux-x86_64")
+    assert set(archs) - CAUSAL_CONV1D_GENCODE
+    assert entry["gpu_code"]["sass"] == [f"sm_{a}" for a in sorted(set(archs) | CAUSAL_CONV1D_GENCODE)]
+    assert [ptx.split()[0] for ptx in entry["gpu_code"]["ptx"]] == [f"compute_{max(archs)}"]

@@ -64,6 +64,10 @@ def environment(
         # whole compile came out different in the next build's container (torchsort, 2026-11-26): its front end and
         # PTX missed, where with this file every step hit (docs/recipes.md).
         "SCCACHE_ERROR_LOG": "/host$WHEELFACTORY_COMPILER_CACHE_LOG",
+        # Its server stops itself after 600 s without a new request, compiles still running (sccache issue #204):
+        # their clients then compile again from the start, locally and uncached (causal-conv1d's nvcc runs of
+        # twelve architectures, 2026-11-28). It lives as long as the build's container.
+        "SCCACHE_IDLE_TIMEOUT": "0",
         "CC": f"{CACHED_COMPILER_DIR}/cc",
         "CXX": f"{CACHED_COMPILER_DIR}/c++",
         # manylinux's gcc does not default to --as-needed; without it a module is handed every CUDA library.
