@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from wheelfactory.binaries.wheelfile import WheelMetadata, metadata, pack, unpack
+from wheelfactory.binaries.wheelfile import WheelMetadata, metadata, pack, renamed, unpack
 from wheelfactory.image import host_pythons
 from wheelfactory.pipeline import existing
 from wheelfactory.smoke import smoke
-from wheelfactory.smoke.installs import shared_install, standin_variant
+from wheelfactory.smoke.installs import shared_install
 from wheelfactory.smoke.machines import DECOY_CUDA, ContainerMachine, HostMachine, SmokeContainer, register_decoys
 from wheelfactory.smoke.nvidia import nvidia_wheels, runtime_site
 from wheelfactory.smoke.results import Steps, TierResult
@@ -167,7 +167,7 @@ def test_the_windows_smoke_machine_lays_out_real_installs(
     monkeypatch.setenv("PATH", f"{python.prefix / 'bin'}{os.pathsep}{os.environ['PATH']}")  # as setup-python does
     built = existing(built12.wheel, built12.variant, build_image)
     nvidia = {versions: nvidia_wheels(WheelMetadata.read(built.path), versions) for versions in ("floors", "newest")}
-    neighbour = standin_variant(built.path, "cuprobe-cuda13x", tmp_path)
+    neighbour = renamed(built.path, "cuprobe-cuda13x", tmp_path)
     machine = HostMachine(WheelMetadata.read(built.path), nvidia, "3.12", None, neighbour, Steps())
     try:
         bare, layouts = machine.create_venvs()

@@ -4,11 +4,16 @@ the binaries inside them, each read once.
 
 from __future__ import annotations
 
+import base64
+import csv
 import email.message
 import email.parser
+import hashlib
+import io
 import os
 import re
 import sys
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -17,7 +22,7 @@ from typing import Literal
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
-from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from .. import host
@@ -136,6 +141,55 @@ def pack(tree: Path, out_dir: Path, epoch: int | None = None) -> Path:
     host.run(command, f"repacking {tree.name}", env=env)
     created = set(out_dir.glob("*.whl")) - before
     return created.pop() if created else next(iter(sorted(out_dir.glob("*.whl"))))
+
+
+def renamed(wheel: Path, distribution: str, into: Path) -> Path:
+    """A copy of `wheel` in the folder `into` under the distribution name `distribution` (its file name too): the
+    same files, its .dist-info folder renamed, METADATA's Name and RECORD its own. Each member is streamed across
+    and stored uncompressed: re-deflating a CuPy wheel took 17 s, storing it one (the copy is installed here,
+    never published)."""
+    with archives.opened_zip(wheel) as (archive, listed):
+        infos = [m.name.split("/", 1)[0] for m in listed if m.name.split("/", 1)[0].endswith(".dist-info")]
+        if len(set(infos)) != 1:
+            raise BadBytes(f"{shown(wheel.name)}: {len(set(infos))} .dist-info folders, where a wheel has one")
+        info = infos[0]
+        renamed_info = f"{_underscored(distribution)}-{info.split('-', 1)[1]}"
+        record: list[list[str]] = []
+        target = into / f"{_underscored(distribution)}-{wheel.name.split('-', 1)[1]}"
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
+            for member in listed:
+                if member.kind != "file" or member.name == f"{info}/RECORD":
+                    continue
+                name = renamed_info + member.name[len(info) :] if member.name.startswith(f"{info}/") else member.name
+                source = archive.getinfo(member.name)
+                placed = zipfile.ZipInfo(name, source.date_time)
+                placed.external_attr = source.external_attr
+                digest = hashlib.sha256()
+                with out.open(placed, "w", force_zip64=True) as written:
+                    if name == f"{renamed_info}/METADATA":
+                        text = _text(wheel, member.name, archives.read_member(archive, member.name))
+                        data = re.sub(r"(?m)^Name: .*$", f"Name: {distribution}", text, count=1).encode("utf-8")
+                        written.write(data)
+                        digest.update(data)
+                    else:
+                        with archive.open(source) as stream:
+                            while chunk := stream.read(1 << 20):
+                                written.write(chunk)
+                                digest.update(chunk)
+                record.append([name, _record_hash(digest.digest()), str(placed.file_size)])
+            rows = io.StringIO(newline="")
+            csv.writer(rows, lineterminator="\n").writerows([*record, [f"{renamed_info}/RECORD", "", ""]])
+            out.writestr(f"{renamed_info}/RECORD", rows.getvalue())
+    return target
+
+
+def _underscored(distribution: str) -> str:
+    """A distribution's name as a wheel's file and .dist-info folder spell it."""
+    return canonicalize_name(distribution).replace("-", "_")
+
+
+def _record_hash(sha256: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(sha256).rstrip(b"=").decode("ascii")
 
 
 def members(wheel: Path) -> list[str]:

@@ -53,7 +53,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .. import host
-from ..binaries.wheelfile import WheelMetadata
+from ..binaries.wheelfile import WheelMetadata, renamed
 from ..built import BuiltWheel
 from ..components import operating_system
 from ..declared import torch_neighbours
@@ -67,7 +67,6 @@ from .installs import (
     installs_without_nvidia,
     nvidia_met,
     shared_install,
-    standin_variant,
     torch_installs,
 )
 from .machines import ContainerMachine, HostMachine, SmokeContainer
@@ -199,8 +198,9 @@ class SmokeSchedule:
         return folder / f"{distribution}-{self.wheel.path.name.split('-', 1)[1]}"
 
     def _neighbour(self) -> Path:
+        """The stand-in, written beside its place and moved there whole: a container may already mount it."""
         (self.scratch / "neighbour").mkdir()
-        made = standin_variant(self.wheel.path, neighbour_name(self.built.variant), self.scratch / "neighbour")
+        made = renamed(self.wheel.path, neighbour_name(self.built.variant), self.scratch / "neighbour")
         return made.rename(self._standin())
 
     def _beside_torch(

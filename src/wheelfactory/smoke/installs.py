@@ -3,7 +3,6 @@ beforehand, pip's installs into the venvs, and a stand-in of another variant of 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -15,8 +14,6 @@ from ..binaries.wheelfile import (
     compatible_platforms,
     cpython_tag,
     metadata_of,
-    pack,
-    unpack,
 )
 from ..built import BuiltWheel
 from ..components import component_table
@@ -55,19 +52,6 @@ def requirements(wheel: WheelMetadata, but_torch: bool = False) -> list[str]:
         if not requirement.name.startswith("nvidia-")
         and not (but_torch and canonicalize_name(requirement.name) == "torch")
     ]
-
-
-def standin_variant(wheel: Path, name: str, into: Path) -> Path:
-    """A copy of `wheel` under the distribution name `name` — the same files, metadata of its own — in `into`:
-    what pip leaves behind when a user installs two variants of one package."""
-    tree = unpack(wheel, into / "tree")
-    (info,) = tree.glob("*.dist-info")
-    renamed = info.with_name(f"{canonicalize_name(name).replace('-', '_')}-{info.name.split('-', 1)[1]}")
-    info.rename(renamed)
-    text = (renamed / "METADATA").read_text(encoding="utf-8")
-    (renamed / "METADATA").write_text(re.sub(r"(?m)^Name: .*$", f"Name: {name}", text, count=1), encoding="utf-8")
-    (into / "wheel").mkdir()
-    return pack(tree, into / "wheel")
 
 
 def shared_install(machine: ContainerMachine, built: BuiltWheel, venv: str, copies: list[str]) -> list[Check]:

@@ -63,7 +63,7 @@ class Machine(Protocol):
     wheel: str  # the wheel under test, as this machine sees it
     metadata: WheelMetadata  # its METADATA, read once (on this host)
     requirements: str | None  # the folder of its non-CUDA requirements' wheels, as this machine sees it
-    neighbour: str  # the stand-in of another variant of the wheel (standin_variant), as this machine sees it
+    neighbour: str  # the stand-in of another variant of the wheel (wheelfile.renamed), as this machine sees it
     side_by_side: str  # a folder, absent until pip --target fills it with the wheel and its neighbour
     # For a wheel built against torch: torch and its other requirements as pip resolved them (name==version), which
     # the requirements folder holds; torch's NVIDIA ones are the layouts'.
