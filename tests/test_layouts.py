@@ -303,9 +303,13 @@ def test_the_shared_install_copies_exactly_what_pip_installs(datalib: Built) -> 
             assert done.returncode == 0, done.stderr
         prefixes = [python.removesuffix("/bin/python") for python in [first, bare, *others]]
         by_copy, by_pip = _tree(machine, prefixes), _tree(by_pip_machine, prefixes)
+        # a module is one file linked into every venv; a script is each venv's own
+        files = [f"{prefixes[0]}/lib/python3.12/site-packages/datalib/__init__.py", f"{prefixes[0]}/bin/datalib-info"]
+        links = copied.exec("count the links", ["stat", "-c", "%h", *files])
     finally:
         copied.close()
         installed.close()
+    assert links.stdout.split() == [str(len(prefixes)), "1"], links
     _alike(by_copy, by_pip, "3.12", datalib)
     for prefix, files in by_pip.items():
         for script in ("bin/datalib-info", "bin/datalib-version"):  # pip wrote each venv's own interpreter

@@ -3,7 +3,9 @@
     python wheelfactory_copy.py SOURCE_VERSION SOURCE_PYTHON TARGET_VERSION TARGET_PYTHON...
 
 Copies what pip installed into one venv (SOURCE_PYTHON's, a CPython SOURCE_VERSION such as 3.10) into other venvs
-(of CPython TARGET_VERSION), as pip would have installed it there: one pip run serves every venv of the smoke.
+(of CPython TARGET_VERSION), as pip would have installed it there: one pip run serves every venv of the smoke. A
+file pip writes the same into every venv is hard-linked, not copied: the same bytes and mode, one inode (nothing
+the smoke runs writes into an installed file).
 Where the versions differ, what pip puts under a folder named for the version (lib/python3.10/site-packages,
 include/site/python3.10) goes under the target's; the caller has made sure pip would install the same files on
 both (smoke/sharing.py).
@@ -52,6 +54,15 @@ def _script(path: str, source_python: str, target_python: str) -> bytes | None:
                 raise CannotCopy(f"{path}: its first line names the source venv in a form pip's shebang never has")
             return None
         return b"#!" + os.fsencode(target_python) + first[len(shebang) :] + script.read()
+
+
+def _linked(found: str, placed: str) -> None:
+    """`placed` made the file `found` is: a hard link (the same bytes and mode, at no cost — a CuPy took seconds
+    to copy three times), or a copy where the file system cannot link."""
+    try:
+        os.link(found, placed)
+    except OSError:
+        shutil.copyfile(found, placed)
 
 
 def _site(version: str) -> str:
@@ -103,7 +114,7 @@ def copy_distribution(
                 continue
             rewritten = _script(found, source_python, target_python) if relative.startswith("bin" + os.sep) else None
             if rewritten is None:
-                shutil.copyfile(found, placed)
+                _linked(found, placed)
             else:
                 with open(placed, "wb") as script:
                     script.write(rewritten)
