@@ -21,8 +21,6 @@ from cyclonedx.model.bom import Bom, BomMetaData
 from cyclonedx.model.component import Component, ComponentScope, ComponentType
 from cyclonedx.model.tool import ToolRepository
 from cyclonedx.output.json import JsonV1Dot6
-from cyclonedx.schema import SchemaVersion
-from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -30,6 +28,7 @@ from packaging.utils import canonicalize_name
 from ..errors import BadBytes
 from ..sources import SourceIdentity
 from ..untrusted.shown import shown
+from .schema import strict_validator
 
 SBOM_NAME = "wheelfactory.cdx.json"
 SBOMS_DIR = "sboms"  # PEP 770: <dist-info>/sboms/
@@ -281,16 +280,22 @@ def validated(data: bytes, where: str) -> dict[str, object]:
     if len(data) > MAX_SBOM_BYTES:
         raise BadBytes(f"{where}: {len(data) >> 20} MiB, more than the {MAX_SBOM_BYTES >> 20} MiB an SBOM may be")
     try:
-        text = data.decode("utf-8")
-        document = json.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:
+        document = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadBytes(f"{where}: not JSON ({shown(exc)})") from None
     if not isinstance(document, dict) or document.get("specVersion") != "1.6":
         raise BadBytes(f"{where}: not a CycloneDX 1.6 document")
-    error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+    try:
+        error = next(strict_validator().iter_errors(document), None)
+    except RecursionError:
+        raise BadBytes(f"{where}: nested deeper than it can be checked") from None
     if error is not None:
-        raise BadBytes(f"{where}: not valid CycloneDX 1.6: {shown(error.data.message)}")
+        raise BadBytes(f"{where}: not valid CycloneDX 1.6: {shown(error.message)}")
     return document
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is no JSON value")
 
 
 def _list(value: object) -> list[dict[str, object]]:
