@@ -321,6 +321,20 @@ def test_a_drafted_recipe_completed_from_a_recorded_report_is_the_hand_written_o
     assert completed.device_code == hand.device_code
     assert completed.smoke.cuda_import_error == hand.smoke.cuda_import_error
     assert completed.modules == hand.modules == {}
+    assert "size_limit_mb" not in diff  # 13 MiB: within the limit
+
+
+def test_a_wheel_over_the_size_limit_gets_a_limit_to_decide_on(project: Path, tmp_path: Path) -> None:
+    """causal-conv1d's wheel for twelve GPU architectures was 242 MiB, over PyPI's default of 100: the completion
+    proposes the limit that lets it through, as a DECIDE: (PyPI must have raised the project's limit)."""
+    path, _ = draft_recipe(SourceGiven(sdist="cufinufft==2.4.1"), _bare_project(project))
+    report = json.loads((REPORTS / "cufinufft-2.4.1-cuda12.json").read_text(encoding="utf-8"))
+    report["wheels"][0]["size_bytes"] = 242 * 2**20 + 1
+    (tmp_path / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    _, diff = complete_recipe(tmp_path / "report.json", "cufinufft", project)
+    wheel = report["wheels"][0]["wheel"]
+    assert f"+size_limit_mb: 243 # DECIDE: from the report: {wheel} is 242.0 MiB, over the 100 MiB limit" in diff
+    assert _recipe(path).size_limit_mb == 243
 
 
 def test_what_a_source_says_cannot_break_the_drafts_yaml(project: Path) -> None:

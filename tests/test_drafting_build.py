@@ -173,7 +173,9 @@ def test_causal_conv1d_from_a_draft_to_dist(tmp_path: Path, build_image: str) ->
     """causal-conv1d 1.7.0, a torch extension that hard-codes its GPU architectures: its draft, with each DECIDE:
     answered (and nothing else touched), is built for CUDA 13 against one torch of the train (2.14) for CPython
     3.12; the first build is rejected for what its module links, the recipe completed from that build's report
-    reaches dist/, and the module carries the variant's architectures beside the hard-coded ones."""
+    reaches dist/, and the module carries the variant's architectures beside the hard-coded ones. Its wheel of
+    twelve architectures (242 MiB, 2026-11-28) is over PyPI's default of 100 MiB: the completion's DECIDE: on the
+    limit is answered by keeping it (this test publishes nothing)."""
     # Not narrowed to one GPU architecture: nvcc compiles the nine hard-coded ones whatever the variant's are, so
     # narrowing (the recipe's cuda_archs, the factory's only way, and a hand edit beyond the DECIDE: lines) would
     # spare two of its twelve targets, and [90], hard-coded too, could not show that NVCC_APPEND_FLAGS works.
@@ -183,15 +185,23 @@ def test_causal_conv1d_from_a_draft_to_dist(tmp_path: Path, build_image: str) ->
 
     (first,) = build(request)
     assert first.audit is not None and not first.audit.passed
-    # What the draft cannot know, and nothing else: the module links the CUDA runtime and torch's libraries.
-    assert first.why_not() and all(
+    # What the draft cannot know, and nothing else: the module links the CUDA runtime and torch's libraries, and
+    # the wheel's size.
+    why_not = first.why_not()
+    sized = [why for why in why_not if why.startswith("audit: wheel is ")]
+    assert len(sized) == 1 and "over the recipe's size_limit_mb of 100 MiB" in sized[0], why_not
+    assert why_not != sized and all(
         re.fullmatch(
             r"audit: causal_conv1d_cuda[^:]*: needs \S+ \(\S+\) but may link (no CUDA library|nothing) — .*", why
         )
-        for why in first.why_not()
-    ), first.why_not()
+        for why in why_not
+        if why not in sized
+    ), why_not
     complete_recipe(root / "dist/report.json", name, root)
-    completed = yaml.safe_load(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    completed = yaml.safe_load(text)
+    (limit,) = [line for line in text.splitlines() if line.startswith("size_limit_mb:")]
+    assert "DECIDE: from the report:" in limit and completed["size_limit_mb"] > 100
     # the completion reaches what was written by hand from the sources (test_draft_breadth's expectations)
     expected = yaml.safe_load((EXPECTATIONS / "causal-conv1d.yaml").read_text(encoding="utf-8"))["recipe"]
     assert completed["modules"] == {"*": [], **expected["modules"]}

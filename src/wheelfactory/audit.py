@@ -37,7 +37,7 @@ from .binaries.fatbin import DeviceCode
 from .binaries.pythonabi import python_abi_problems
 from .binaries.torchabi import stable_abi_problems
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import Binary, members, requires_dist, unvendored
+from .binaries.wheelfile import MIB, Binary, members, requires_dist, unvendored
 from .built import BuiltWheel
 from .components import component_table, platforms, toolkit_table
 from .cuda_held import is_cuda_library, no_cuda, switch_hint
@@ -48,7 +48,6 @@ from .platforms import platform_of
 from .platforms.linux import manylinux_policy
 from .untrusted.shown import shown
 
-MIB = 1024 * 1024
 # The dynamic loader is in no policy's whitelist (auditwheel treats it apart), yet every glibc has it.
 DYNAMIC_LOADERS = frozenset({"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"})
 
@@ -354,7 +353,11 @@ def audit_wheel(built: BuiltWheel) -> WheelAudit:
     size = built.path.stat().st_size
     problems: list[str] = [p.removeprefix(f"{shown(built.path.name)}: ") for p in check_wheel(built.path)[1]]
     if size > variant.recipe.size_limit_mb * MIB:
-        problems.append(f"wheel is {size / MIB:.1f} MiB, over the {variant.recipe.size_limit_mb} MiB limit")
+        problems.append(
+            f"wheel is {size / MIB:.1f} MiB, over the recipe's size_limit_mb of {variant.recipe.size_limit_mb} MiB "
+            "(100: PyPI's default for a file) — narrow cuda_archs, or raise size_limit_mb once PyPI raised the "
+            "project's limit (`nox -s recipe -- --from-report` proposes it)"
+        )
     platform = platform_of(name.os)
     problems += platform.tag_problems(name.platform_tag)
     policy = manylinux_policy(name.platform_tag)

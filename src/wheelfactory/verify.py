@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import host
 from .binaries.wheelcheck import check_wheel
-from .binaries.wheelfile import WheelAbi, WheelName, python_tag, read_binaries, unpack
+from .binaries.wheelfile import MIB, WheelAbi, WheelName, python_tag, read_binaries, unpack
 from .components import platforms
 from .cuda_held import no_cuda
 from .errors import BadBytes, InputError, Problem
@@ -34,8 +34,6 @@ from .pytorch.index_pages import INDEX_DIR, labelled_wheels
 from .sbom.checks import sbom_problems
 from .sources import SourceIdentity
 from .untrusted.shown import shown
-
-MIB = 1024 * 1024
 
 
 class PlannedSource(BaseModel):

@@ -35,6 +35,8 @@ from .elf import is_elf, read_elf
 from .fatbin import DeviceCode, FatbinError, jit_linkable_ptx, read_fatbin, read_fatbin_containers
 from .pe import read_pe
 
+MIB = 1 << 20  # a wheel's size limit is given in MiB (recipe.size_limit_mb)
+
 # The platform tags a wheel of a matrix platform may carry: manylinux (PEP 600 and its legacy aliases) for Linux,
 # win_amd64 for Windows. Anything else (macOS, musllinux, linux_x86_64, another machine) is no wheel of ours.
 _MANYLINUX = re.compile(r"^manylinux(?:_\d+_\d+|1|2010|2014)_(?P<arch>x86_64|aarch64)$")

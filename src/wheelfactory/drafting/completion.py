@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import io
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,11 +28,11 @@ from packaging.utils import canonicalize_name
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ..binaries.wheelfile import unvendored
+from ..binaries.wheelfile import MIB, unvendored
 from ..components import component_table, platforms
 from ..errors import BadBytes, UserError
 from ..inputs import DRIVER, load_matrix, load_recipe
-from ..inputs.recipe import most_specific
+from ..inputs.recipe import Recipe, most_specific
 from ..untrusted.shown import shown, yaml_comment
 from ..untrusted.trees import parse_json, read_file, read_inside
 from .checking import checked_name, write_checked
@@ -53,6 +54,7 @@ class Linked:
     # What a CUDA-eager import raised in tier 1, where it named no CUDA library (cufinufft's loader says "Could not
     # find cufinufft library in system path"): the text the recipe's smoke.cuda_import_error may give.
     import_error: str = ""
+    largest: tuple[int, str] = (0, "")  # the largest wheel's size in bytes, and its name
 
 
 def report_links(report: Path, name: str) -> Linked:
@@ -102,6 +104,9 @@ def linked(entries: list[dict[str, Any]]) -> Linked:
         os_name = platforms()[platform].os
         found.wheels.append(str(entry.get("wheel")))
         found.import_error = found.import_error or _import_error(entry)
+        size = entry.get("size_bytes")
+        if isinstance(size, int) and not isinstance(size, bool) and size > found.largest[0]:
+            found.largest = (size, str(entry.get("wheel")))
         binaries = entry.get("binaries")
         for binary in binaries if isinstance(binaries, list) else []:
             if not isinstance(binary, dict) or not isinstance(binary.get("member"), str):
@@ -207,6 +212,7 @@ def apply(data: CommentedMap, found: Linked) -> None:
         if provider not in provided:
             provided[provider] = provided_libraries_of(provider)
     _complete_smoke(data, found)
+    _complete_size(data, found)
     device_code = data.get("device_code")
     if not isinstance(device_code, CommentedSeq):
         device_code = _flow([])
@@ -228,6 +234,23 @@ def _complete_smoke(data: CommentedMap, found: Linked) -> None:
             "from the report: tier 1's import raised this, naming no CUDA library — check that it says CUDA is missing",
             "cuda_import_error",
         )
+
+
+def _complete_size(data: CommentedMap, found: Linked) -> None:
+    """A wheel over the recipe's size limit: the limit that lets it through, for the user to decide — PyPI takes a
+    file over its default of 100 MiB only once it raised the project's limit."""
+    size, wheel = found.largest
+    limit = data.get("size_limit_mb", Recipe.model_fields["size_limit_mb"].default)
+    if not isinstance(limit, int) or size <= limit * MIB:
+        return
+    data["size_limit_mb"] = math.ceil(size / MIB)
+    data.yaml_add_eol_comment(
+        yaml_comment(
+            f"DECIDE: from the report: {wheel} is {size / MIB:.1f} MiB, over the {limit} MiB limit — keep this once "
+            "PyPI raised the project's limit (or publish elsewhere), else narrow cuda_archs"
+        ),
+        "size_limit_mb",
+    )
 
 
 def _yaml() -> YAML:
