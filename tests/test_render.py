@@ -469,3 +469,17 @@ def test_each_platform_builds_for_its_own_default_architectures(rendered: Path, 
     assert "code=sm_110" not in seen["x86_64"] and "code=sm_87" not in seen["x86_64"]
     assert ("code=sm_110" in seen["aarch64"] and "code=sm_87" in seen["aarch64"]) == aarch64_own
     assert seen["x86_64"].endswith("code=compute_120") and seen["aarch64"].endswith("code=compute_120")
+
+
+def test_a_top_level_module_is_named_whole_and_a_dotted_one_inside_the_package(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """causal-conv1d's `causal_conv1d_cuda` is an extension setup.py names without a package: a recipe names it
+    whole; a dotted name outside the package is a mistake still."""
+    recipe = project / "recipes" / "cuprobe" / "recipe.yaml"
+    original = recipe.read_text()
+    recipe.write_text(original.replace("  cuprobe._flags: []\n", "  cuprobe._flags: []\n  cuprobe_cuda: [cudart]\n"))
+    assert main(["--root", str(project), "render"]) == 0
+    recipe.write_text(original.replace("  cuprobe._flags: []\n", "  cuprobe_x.cuda: [cudart]\n"))
+    assert main(["--root", str(project), "render"]) == 2
+    assert "'cuprobe_x.cuda' is outside the package 'cuprobe'" in capsys.readouterr().err

@@ -501,10 +501,14 @@ def _check_packages(recipe: Recipe, src: SourceMap) -> list[Problem]:
 
 
 def _check_pattern(pattern: str, packages: list[str], at: Loc, src: SourceMap) -> list[Problem]:
-    """A module name or pattern: dotted, with fnmatch wildcards, inside one of the recipe's packages."""
+    """A module name or pattern: dotted, with fnmatch wildcards, inside one of the recipe's packages — or one
+    top-level module, named whole (an extension setup.py names without a package: causal-conv1d's
+    causal_conv1d_cuda; the audit says so where the wheel has no such module)."""
     if not _MODULE_PATTERN_RE.match(pattern) or "\\" in pattern:
         return [src.problem(at, f"{pattern!r} is not a dotted module name or pattern (e.g. pkg._core.*)", key=True)]
     literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    if literal == pattern and "." not in pattern:
+        return []
     inside = any(literal.startswith(p + ".") or pattern == p for p in packages) or any(
         p.startswith(literal) for p in packages
     )
