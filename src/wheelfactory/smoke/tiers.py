@@ -71,6 +71,11 @@ class BinaryExpectation:
     error: str  # the exception a failed load raises: ImportError, or OSError from ctypes
     cuda: list[str]  # the CUDA libraries it links eagerly (the driver included)
     driver: bool  # one of them is the driver: no GPU-free machine can load it
+    # A top-level module beside the package (one setup.py names without a package: causal_conv1d_cuda), which the
+    # package imports: with CUDA installed it loads as it does there, once the package's import has loaded NVIDIA's
+    # libraries from wherever the layout put them — its RPATH reaches only the site-packages it lies in, and a
+    # --system-site-packages venv's NVIDIA wheels lie in the base's.
+    package: str | None = None
 
     def check(
         self, *, cuda_installed: bool, site: str | None = None, pythonpath: str | None = None
@@ -78,7 +83,8 @@ class BinaryExpectation:
         fails = self.driver or (bool(self.cuda) and not cuda_installed)
         why = f" (links {', '.join(self.cuda)})" if fails else ""
         expect = self.error if fails else "ok"
-        return _expect(self.statement, expect, why=why, site=None if fails else site, pythonpath=pythonpath)
+        statement = f"import {self.package}; {self.statement}" if self.package and cuda_installed else self.statement
+        return _expect(statement, expect, why=why, site=None if fails else site, pythonpath=pythonpath)
 
 
 def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
@@ -86,6 +92,7 @@ def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
     variant, name = built.variant, built.name
     table = component_table()
     driver = table.driver.on(name.os).lower()
+    packages = {variant.recipe.import_name.split(".")[0], *variant.recipe.packages}
     found = []
     for binary in sorted(built.binaries.values(), key=lambda b: b.member):
         if binary.module is None:
@@ -105,7 +112,9 @@ def binary_expectations(built: BuiltWheel) -> list[BinaryExpectation]:
                 "for e in sys.path) if os.path.isfile(p)))"
             )
             error = "OSError"
-        found.append(BinaryExpectation(statement, error, eager, any(lib.lower() == driver for lib in eager)))
+        beside = binary.importable and binary.module.split(".")[0] not in packages
+        package = variant.recipe.import_name if beside else None
+        found.append(BinaryExpectation(statement, error, eager, any(lib.lower() == driver for lib in eager), package))
     return found
 
 
@@ -198,7 +207,8 @@ def neighbour_name(variant: Variant) -> str:
     package's own name where the recipe is for one major only."""
     majors = variant.recipe.cuda or sorted(toolkit_table().minor_version_drivers)
     others = [m for m in majors if m != variant.major]
-    return f"{variant.recipe.name}-cuda{max(others)}x" if others else variant.recipe.name
+    # as pip and the variant module name it (PEP 503): causal_conv1d's is causal-conv1d-cuda12x
+    return canonicalize_name(f"{variant.recipe.name}-cuda{max(others)}x" if others else variant.recipe.name)
 
 
 def two_variants_installs(machine: Machine, built: BuiltWheel) -> list[list[str]]:
