@@ -132,6 +132,21 @@ def test_a_torch_build_is_one_variant_per_torch_of_the_train_each_with_its_toolk
     )
 
 
+def test_a_recipe_s_own_torch_requirement_gives_way_to_the_release_built_against(torch_project: Path) -> None:
+    """A draft of a setup.py package lists its install_requires (causal-conv1d's plain `torch`): the wheel still
+    requires the torch release it was built with, once."""
+    recipe = torch_project / "recipes/torchlike/recipe.yaml"
+    recipe.write_text(recipe.read_text() + 'dependencies: [torch, "numpy>=1"]\n')
+    rendered = next(
+        r
+        for r in render_plan(make_plan(torch_project, torch_project / OFFLINE_MATRIX, ["torchlike"]), torch_project)
+        if r.variant.key == "torchlike-cuda13x-torch2.14"
+    )
+    dependencies = tomllib.loads(rendered.files["pyproject.toml"])["project"]["dependencies"]
+    assert [line for line in dependencies if line.startswith("torch")] == ["torch==2.14.*"]
+    assert "numpy>=1" in dependencies
+
+
 def test_a_torch_recipe_needs_a_torch_in_the_matrix_and_sane_provided_libraries(torch_project: Path) -> None:
     recipe = torch_project / "recipes/torchlike/recipe.yaml"
     recipe.write_text(

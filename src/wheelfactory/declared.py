@@ -121,7 +121,10 @@ def _recipe_entries(variant: Variant) -> list[tuple[set[str], str | None]]:
     for dep in variant.recipe.dependencies:
         spellings = list(dep.values()) if isinstance(dep, dict) else [dep]
         line = dep.get(variant.major) if isinstance(dep, dict) else dep
-        entries.append(({str(canonicalize_name(Requirement(s).name)) for s in spellings}, line))
+        names = {str(canonicalize_name(Requirement(s).name)) for s in spellings}
+        if pinned and names == {"torch"}:
+            continue  # the release it was built with is what the wheel requires (a drafted setup.py's plain `torch`)
+        entries.append((names, line))
     return entries
 
 
