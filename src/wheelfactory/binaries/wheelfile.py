@@ -155,9 +155,9 @@ def renamed(wheel: Path, distribution: str, into: Path) -> Path:
         if len(set(infos)) != 1:
             raise BadBytes(f"{shown(wheel.name)}: {len(set(infos))} .dist-info folders, where a wheel has one")
         info = infos[0]
-        renamed_info = f"{_underscored(distribution)}-{info.split('-', 1)[1]}"
+        renamed_info = f"{underscored(distribution)}-{info.split('-', 1)[1]}"
         record: list[list[str]] = []
-        target = into / f"{_underscored(distribution)}-{wheel.name.split('-', 1)[1]}"
+        target = into / f"{underscored(distribution)}-{wheel.name.split('-', 1)[1]}"
         with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
             for member in listed:
                 if member.kind != "file" or member.name == f"{info}/RECORD":
@@ -185,7 +185,7 @@ def renamed(wheel: Path, distribution: str, into: Path) -> Path:
     return target
 
 
-def _underscored(distribution: str) -> str:
+def underscored(distribution: str) -> str:
     """A distribution's name as a wheel's file and .dist-info folder spell it."""
     return canonicalize_name(distribution).replace("-", "_")
 

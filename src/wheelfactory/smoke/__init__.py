@@ -50,10 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from .. import host
-from ..binaries.wheelfile import WheelMetadata, renamed
+from ..binaries.wheelfile import WheelMetadata, renamed, underscored
 from ..built import BuiltWheel
 from ..components import operating_system
 from ..declared import torch_neighbours
@@ -192,7 +190,7 @@ class SmokeSchedule:
         """Where the stand-in of another variant is put once made: the wheel's own file name, the other variant's
         distribution in it (the version and tags pip accepted in the wheel's own). Its folder is made at once, so
         that a container can mount it before the stand-in is written (bind mounts show what comes later)."""
-        distribution = canonicalize_name(neighbour_name(self.built.variant)).replace("-", "_")
+        distribution = underscored(neighbour_name(self.built.variant))
         folder = self.scratch / "standin"
         folder.mkdir(exist_ok=True)
         return folder / f"{distribution}-{self.wheel.path.name.split('-', 1)[1]}"
