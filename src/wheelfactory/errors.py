@@ -39,6 +39,11 @@ class ToolFailure(UserError):
     """A tool, a download or a build step failed (exit status 3); the message says which and where its log is."""
 
 
+class NetworkFailure(ToolFailure):
+    """The network failed a transfer (a dropped connection, a timeout, a server's 5xx): worth another try, unlike
+    an answer such as 404 or bytes that are wrong."""
+
+
 class BadBytes(Exception):
     """Bytes the factory did not write (a wheel, an archive, an ELF, PE or fatbin, an index page, a cache entry)
     are malformed, hostile, or past one of the bounds every reader keeps. The one error the readers raise: whoever

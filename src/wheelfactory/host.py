@@ -9,18 +9,26 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from filelock import FileLock
 
-from .errors import ToolFailure
+from .errors import NetworkFailure, ToolFailure
+from .progress import console
 from .untrusted.trees import write_new
 
 MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 TAIL_LINES = 20
+# The pauses before each new try of a transfer the network failed: a dropped link or a stalled mirror mostly
+# recovers within a minute, and a build of many minutes should not end for it.
+NETWORK_PAUSES_S = (5.0, 20.0, 60.0)
+
+_T = TypeVar("_T")
 
 
 def cache_dir() -> Path:
@@ -175,6 +183,20 @@ def run(
     if check and done.returncode != 0:
         raise ToolFailure(f"{what} failed (exit {done.returncode}):\n{tail(done.stdout + done.stderr)}")
     return done
+
+
+def over_network(call: Callable[[], _T], what: str) -> _T:
+    """call(), tried again after each of NETWORK_PAUSES_S while it raises NetworkFailure; the last failure is
+    raised. Any other failure is raised at once."""
+    for pause in (*NETWORK_PAUSES_S, None):
+        try:
+            return call()
+        except NetworkFailure as exc:
+            if pause is None:
+                raise
+            console.print(f"! {what}: {tail(str(exc), 1)} — again in {pause:.0f} s", markup=False)
+            time.sleep(pause)
+    raise AssertionError("unreachable: the last pause is None")
 
 
 def side_by_side(calls: Iterable[Callable[[], object]], workers: int) -> None:

@@ -1,6 +1,7 @@
 """Wheels as pip resolves them, fetched side by side: pip's resolver picks the files (`pip install --dry-run
---report`: each one's URL and the index's sha256, metadata only where the index serves it), and each file the cache
-does not hold yet is downloaded once, DOWNLOAD_WORKERS at a time, through the archive layer's bounds (size, time,
+--report`: each one's URL and the index's sha256; each wheel's METADATA read through a range request where the index
+serves no metadata file, as PyPI serves none for NVIDIA's), and each file the cache does not hold yet is downloaded
+once, DOWNLOAD_WORKERS at a time, through the archive layer's bounds (size, time,
 a partial file renamed into place when whole), checked against the index's sha256 and sealed. A single `pip
 download` fetches one file after another; NVIDIA's toolkit is a dozen wheels of up to 400 MiB.
 
@@ -20,7 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .. import host
-from ..errors import ToolFailure
+from ..errors import NetworkFailure, ToolFailure
 from ..untrusted import archives
 from ..untrusted.cache import seal, sealed_sha256
 from ..untrusted.shown import shown
@@ -28,6 +29,13 @@ from ..untrusted.shown import shown
 DOWNLOAD_WORKERS = 4  # files fetched at once: a few connections fill the link without crowding the index
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SCHEMES = ("https", "http", "file")  # those pip fetches from: an index, a mirror, a local folder
+# How pip says the network failed it, its own retries spent (pip >= 25.2 names the error; older ones do not): not
+# the index's answer nor the requirements. An index page pip cannot fetch it only reports as "no versions".
+_PIP_NETWORK_FAILURE = re.compile(
+    r"^error: (?:connection-failed|connection-timeout|proxy-connection-failed|incomplete-download)$"
+    r"|Connection broken|Read timed out|Max retries exceeded",
+    re.MULTILINE,
+)
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,13 @@ def resolve(reqs: list[str], options: list[str], what: str, pins: list[str] | No
         report = Path(scratch) / "report.json"
         cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary=:all:"]
         cmd += ["--quiet", "--report", str(report), "--progress-bar", "off", "--disable-pip-version-check", *options]
+        # Without it pip downloads every wheel whole to read its METADATA (900 MB for cuBLAS and NCCL on aarch64),
+        # and again here after it.
+        cmd += ["--use-feature=fast-deps"]
         if pins:
             (Path(scratch) / "constraints.txt").write_text("\n".join(pins) + "\n")
             cmd += ["--constraint", str(Path(scratch) / "constraints.txt")]
-        host.run([*cmd, *reqs], what)
+        host.over_network(functools.partial(_run_pip, [*cmd, *reqs], what), what)
         try:
             installs = json.loads(report.read_text(encoding="utf-8"))["install"]
             picked = [_resolved(item["download_info"]) for item in installs]
@@ -77,6 +88,13 @@ def resolve(reqs: list[str], options: list[str], what: str, pins: list[str] | No
     if not picked:
         raise ToolFailure(f"{what}: pip resolved no files for {' '.join(reqs)}")
     return picked
+
+
+def _run_pip(command: list[str], what: str) -> None:
+    done = host.run(command, what, check=False)
+    if done.returncode != 0:
+        failure = NetworkFailure if _PIP_NETWORK_FAILURE.search(done.stdout + done.stderr) else ToolFailure
+        raise failure(f"{what} failed (exit {done.returncode}):\n{host.tail(done.stdout + done.stderr)}")
 
 
 def _resolved(info: dict[str, Any]) -> Resolved:

@@ -16,6 +16,7 @@ import bz2
 import functools
 import gzip
 import hashlib
+import http.client
 import io
 import itertools
 import lzma
@@ -32,12 +33,12 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
 
 from .. import host
-from ..errors import BadBytes, ToolFailure
+from ..errors import BadBytes, NetworkFailure, ToolFailure
 from .shown import shown
 
 TIMEOUT_S = 60  # one network read
@@ -49,6 +50,8 @@ RATIO_FROM_BYTES = 64 << 20
 # A download (an sdist, an NVIDIA archive, a .deb): the largest NVIDIA ships is under 2 GiB.
 MAX_DOWNLOAD_BYTES = 4 << 30
 DOWNLOAD_DEADLINE_S = 3600
+# Answers that say "not now" rather than "no": request timeout, too many requests.
+_TRANSIENT_HTTP = {408, 429}
 # An index page or a manifest: PyPI's largest project pages are a few MiB.
 MAX_PAGE_BYTES = 64 << 20
 PAGE_DEADLINE_S = 300
@@ -90,24 +93,67 @@ def _read_bounded(
 
 def download(url: str, target: Path, sha256: str | None = None) -> Path:
     """`url` saved as `target`, through a partial file beside it: a failed, oversized or killed download, or one
-    whose bytes are not of the `sha256` the index named, leaves no `target` behind. A network failure is a
-    ToolFailure; a body past the bounds or of another sha256, BadBytes."""
+    whose bytes are not of the `sha256` the index named, leaves no `target` behind. A connection the network drops
+    is picked up again (host.over_network); a network failure that lasts is a ToolFailure, a body past the bounds
+    or of another sha256 BadBytes."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as partial:
+        transfer = _Transfer(url, partial)
         try:
-            with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-                _read_bounded(response, shown(url), MAX_DOWNLOAD_BYTES, DOWNLOAD_DEADLINE_S, partial, digest)
-            if sha256 is not None and digest.hexdigest() != sha256.lower():
-                raise BadBytes(f"{shown(url)}: its sha256 is {digest.hexdigest()}, not the {shown(sha256)} the index "
-                               "names — refused")  # fmt: skip
-        except (urllib.error.URLError, OSError) as exc:
-            Path(partial.name).unlink(missing_ok=True)
-            raise ToolFailure(f"cannot download {shown(url)}: {shown(getattr(exc, 'reason', exc))}") from None
-        except BadBytes:
+            host.over_network(transfer.go_on, f"downloading {shown(target.name)}")
+            if sha256 is not None and transfer.digest.hexdigest() != sha256.lower():
+                raise BadBytes(f"{shown(url)}: its sha256 is {transfer.digest.hexdigest()}, not the {shown(sha256)} "
+                               "the index names — refused")  # fmt: skip
+        except (ToolFailure, BadBytes):
             Path(partial.name).unlink(missing_ok=True)
             raise
     return Path(partial.name).replace(target)
+
+
+@dataclass
+class _Transfer:
+    """One download into `sink`, each new try taking up where the last connection dropped (an HTTP range request)
+    where the server serves ranges, else from the start; bounded in size and time over all its tries."""
+
+    url: str
+    sink: IO[bytes]
+    digest: hashlib._Hash = field(default_factory=hashlib.sha256)
+    started: float = field(default_factory=time.monotonic)
+
+    def go_on(self) -> None:
+        received = self.sink.tell()
+        request = urllib.request.Request(self.url, headers={"Range": f"bytes={received}-"} if received else {})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                if received and not _continues(response, received):
+                    self._start_over()
+                    if response.status not in (200, None):  # None: a file: URL, read whole
+                        raise NetworkFailure(f"cannot download {shown(self.url)}: the server sent another range")
+                left_s = DOWNLOAD_DEADLINE_S - (time.monotonic() - self.started)
+                limit = MAX_DOWNLOAD_BYTES - self.sink.tell()
+                _read_bounded(response, shown(self.url), limit, left_s, self.sink, self.digest)
+                # http.client ends a body the connection cut short without a word; the length it still awaited
+                # says so (None where no Content-Length was sent).
+                if short := getattr(response, "length", None):
+                    raise NetworkFailure(f"cannot download {shown(self.url)}: the connection closed {short} bytes "
+                                         "short")  # fmt: skip
+        except urllib.error.HTTPError as exc:
+            failure = NetworkFailure if exc.code in _TRANSIENT_HTTP or exc.code >= 500 else ToolFailure
+            raise failure(f"cannot download {shown(self.url)}: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            raise NetworkFailure(f"cannot download {shown(self.url)}: {shown(reason)}") from None
+
+    def _start_over(self) -> None:
+        self.sink.seek(0)
+        self.sink.truncate()
+        self.digest = hashlib.sha256()
+
+
+def _continues(response: http.client.HTTPResponse, offset: int) -> bool:
+    """Whether `response` is the rest of the file from `offset` (a 206 whose Content-Range begins there)."""
+    content_range = response.headers.get("Content-Range", "")
+    return response.status == 206 and content_range.startswith(f"bytes {offset}-")
 
 
 def read_page(request: urllib.request.Request | str) -> tuple[bytes, str]:
