@@ -4,6 +4,7 @@ or disagrees with it. (A real wheel's SBOM: tests/test_linux_build.py, tests/tes
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from pathlib import Path
@@ -240,3 +241,35 @@ def test_a_source_folder_s_hash_is_its_files_not_what_a_build_leaves_in_it(tmp_p
     (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
     assert folder_digest(tmp_path) != before
     assert sbom_problems(tmp_path / "absent.whl")[0].startswith("absent.whl: ")
+
+
+def _library_s_own_bytes(facts: SbomFacts, monkeypatch: pytest.MonkeyPatch) -> bytes:
+    """The SBOM as the library writes it unaided: its own Bom (a registered ref found by a scan), and a second
+    document for the serial number the first one's content gives."""
+    import uuid
+
+    from cyclonedx.output.json import JsonV1Dot6
+
+    from wheelfactory.sbom import document
+
+    with monkeypatch.context() as patched:
+        patched.setattr(document, "_indexed", lambda bom: bom)
+        unnumbered = JsonV1Dot6(document._bom(facts, uuid.UUID(int=0))).output_as_string(indent=1)
+        digest = hashlib.sha256(unnumbered.encode()).hexdigest()
+        serial = uuid.uuid5(uuid.NAMESPACE_URL, f"{facts.purl}#{digest}")
+        return (JsonV1Dot6(document._bom(facts, serial)).output_as_string(indent=1) + "\n").encode()
+
+
+def test_the_sbom_of_many_files_is_the_library_s_own_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hundreds of files, some linking each NVIDIA wheel (one file two), a file named like the serial's key: the
+    indexed registration and the serial put in place give the bytes the library gives unaided."""
+    files = [(f"pkg/_mod{i:03d}.so", f"{i:064x}") for i in range(300)]
+    files.append(('pkg/"serialNumber": "urn:uuid:00000000-0000-0000-0000-000000000000".txt', "f" * 64))
+    requires = tuple(
+        Required(name, f"{name}<13,>=12.0", "12.9.79", tuple(m for m, _ in files[i::7][:40]))
+        for i, name in enumerate(("nvidia-cublas-cu12", "nvidia-cufft-cu12", "nvidia-cuda-runtime-cu12"))
+    )
+    facts = SbomFacts(**{**FACTS.__dict__, "files": tuple(sorted(files)), "requires": requires})
+    written = to_json(facts)
+    assert written == _library_s_own_bytes(facts, monkeypatch)
+    assert validated(written, "sbom")["serialNumber"] != "urn:uuid:00000000-0000-0000-0000-000000000000"
