@@ -25,7 +25,7 @@ from wheelfactory.smoke.machines import DECOY_CUDA, ContainerMachine, HostMachin
 from wheelfactory.smoke.nvidia import nvidia_wheels, runtime_site
 from wheelfactory.smoke.results import Steps, TierResult
 from wheelfactory.smoke.sharing import differs_by_python
-from wheelfactory.smoke.tiers import NVRTC_COMPILE, tier1, tier2, two_variants
+from wheelfactory.smoke.tiers import NVRTC_COMPILE, neighbour_name, tier1, tier2, two_variants
 from wheelfactory.toolkit.provision import provision
 
 from .conftest import Built, add_source, build_recipe
@@ -375,6 +375,57 @@ def test_one_pythons_install_serves_another_exactly_as_pip_installs_there(datali
     header = f"{datalib.variant.dist_name}/datalib.h"
     assert {"bin/wheel", f"include/site/python3.10/{header}", f"include/site/python3.13/{header}"} <= set(differ)
     assert all(path.startswith(("bin/", "include/site/")) or path.endswith("/RECORD") for path in differ), differ
+
+
+def test_the_two_variants_folder_seeded_from_the_target_folder_is_what_pip_writes_there(
+    datalib: Built, tmp_path: Path
+) -> None:
+    """The requirements pip put in the --target folder (beside the layout's NVIDIA mount and the metadata linked
+    beside it), hard-linked into the two-variants folder, then the wheel and a stand-in of another variant by pip:
+    the same tree, file for file, as pip's own two runs into that folder — a requirement from PyPI with a console
+    script (wheel's), datalib's module and header (its scripts not: pip's second run into a folder whose bin/ the
+    first made leaves them out, either way) — and nothing of NVIDIA's."""
+    built = datalib.record.built
+    requirements = tmp_path / "requirements"
+    download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", requirements]
+    subprocess.run([*download, "wheel==0.45.1"], check=True)
+    (tmp_path / "standin").mkdir()
+    standin = renamed(built.path, neighbour_name(built.variant), tmp_path / "standin")
+    runtimes = {
+        v: runtime_site(built.toolkit, nvidia_wheels(WheelMetadata.read(built.path), v)) for v in ("floors", "newest")
+    }
+    found: dict[str, Path | None] = {"3.12": requirements}
+    seeded = SmokeContainer(built.image or "", WheelMetadata.read(built.path), runtimes, found, standin, Steps())
+    by_pip = SmokeContainer(built.image or "", WheelMetadata.read(built.path), runtimes, found, standin, Steps())
+
+    def install(machine: ContainerMachine, *args: str) -> None:
+        target = next(layout for layout in machine.layouts if layout.name == "target")
+        done = machine.install(target.python, *args)
+        assert done.returncode == 0, done.stderr
+
+    try:
+        machine, pip_machine = seeded.machine("3.12"), by_pip.machine("3.12")
+        machine.create_venvs()
+        pip_machine.create_venvs()
+        folder, both = machine.side_by_side, ["--no-deps", machine.wheel, machine.neighbour]
+        (target,) = [layout.pythonpath for layout in machine.layouts if layout.name == "target"]
+        assert target is not None
+        install(machine, "--target", target, "--find-links", str(machine.requirements), "wheel")
+        linked = machine.link_folder(target, folder)
+        assert linked.returncode == 0, linked.stderr
+        install(machine, "--target", folder, *both)
+        install(pip_machine, "--target", folder, "--find-links", str(machine.requirements), "wheel")
+        install(pip_machine, "--target", folder, *both)
+        by_link, by_pip_tree = _tree(machine, [folder])[folder], _tree(pip_machine, [folder])[folder]
+        counted = seeded.exec("count the links", ["stat", "-c", "%h", f"{folder}/wheel/__init__.py"])
+    finally:
+        seeded.close()
+        by_pip.close()
+    assert not _differ(by_link, by_pip_tree)
+    header = f"include/site/python3.12/{built.variant.dist_name}/datalib.h"
+    assert {"bin/wheel", "wheel/__init__.py", "datalib/__init__.py", header} <= by_link.keys()
+    assert not [path for path in by_link if path.startswith("nvidia")]
+    assert counted.stdout.split() == ["2"]  # the --target folder's file, not a copy
 
 
 def test_two_real_variants_in_one_venv_are_named_and_either_alone_is_silent(

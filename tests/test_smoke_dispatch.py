@@ -294,11 +294,16 @@ def test_the_smokes_order_is_written_down_each_step_naming_what_it_waits_for(pro
     fetched = {"lay out the runtime sites", "what torch installs"}
     assert waits["start the container"] == {*fetched, "3.12: download the requirements"}
     venvs = {"start the container", "3.12: create the venvs"}
-    # pip into the first venv (copied into the others), into the --target folder and the two-variants folder: side
-    # by side, each tier once the install it uses is done.
-    for install in ("install into the venvs", "install into the --target folder"):
-        assert waits[f"3.12: {install}"] == venvs
-    assert waits["3.12: install the two variants"] == {*venvs, "a stand-in of another variant"}
+    # pip into the first venv (copied into the others), and the requirements into the --target folder, side by
+    # side; those linked into the two-variants folder before the wheel goes into either; each tier once the
+    # install it uses is done.
+    requirements, linked = "3.12: install the requirements into the --target folder", "3.12: the requirements linked"
+    for install in ("3.12: install into the venvs", requirements):
+        assert waits[install] == venvs
+    assert waits[f"{linked} into the two-variants folder"] == {"start the container", requirements}
+    linked += " into the two-variants folder"
+    assert waits["3.12: install into the --target folder"] == {"start the container", requirements, linked}
+    assert waits["3.12: install the two variants"] == {*venvs, "a stand-in of another variant", linked}
     assert waits["3.12: tier 1"] == {*venvs, "3.12: install into the venvs"}
     for layout in ("venv, floors", "system-site-packages, floors", "venv, newest"):
         assert waits[f"3.12: tier 2 ({layout})"] == {"start the container", "3.12: install into the venvs"}

@@ -67,7 +67,7 @@ from .installs import (
     shared_install,
     torch_installs,
 )
-from .machines import ContainerMachine, HostMachine, SmokeContainer
+from .machines import ContainerMachine, HostMachine, Layout, SmokeContainer
 from .nvidia import NvidiaVersions, nvidia_wheels, runtime_site
 from .results import Check, Steps, TierResult
 from .sharing import Sharing, sharing
@@ -349,9 +349,10 @@ class SmokeSchedule:
         taking: str | None = None,
     ) -> _Installs:
         """pip's runs on one Python's machine once its venvs are made: one into the first venv layout, copied into
-        the other venvs; one into the --target layout's folder (pip lays a wheel out differently there) and one
-        into the two-variants folder once the stand-in of another variant (`neighbour`) is made (for a wheel built
-        against torch, once the first venv holds torch too). With
+        the other venvs; the requirements into the --target layout's folder (pip lays a wheel out differently
+        there), hard-linked into the two-variants folder, then the wheel into the one and, once the stand-in of
+        another variant (`neighbour`) is made, the two into the other (for a wheel built against torch, no
+        requirements go there, and the two once the first venv holds torch too). With
         `taking` (the step that decided how this Python takes another's installs), each only where it does not."""
         built = self.built
 
@@ -366,22 +367,43 @@ class SmokeSchedule:
         into_venvs = self.add(
             f"{prefix}{python}: install into the venvs", unless(lambda _: True, self._into_venvs), *waits
         )
-        target = self.add(
-            f"{prefix}{python}: install into the --target folder",
-            unless(lambda shared: shared.folders, lambda machine, _: _into_target(machine, built)),
+        requirements = self.add(
+            f"{prefix}{python}: install the requirements into the --target folder",
+            unless(lambda shared: shared.folders, lambda machine, _: _target_requirements(machine, built)),
             *waits,
         )
 
-        def beside(machine: ContainerMachine, bare: str) -> list[Check]:
-            return install_checks(
-                machine, machine.layouts[0].python if torched else bare, two_variants_installs(machine, built)
-            )
+        def seeded(done: Done) -> Check | None:
+            installed: list[Check] | None = done[requirements]
+            return None if installed is None or torched else _seeded(done[start].machine(python), installed)
+
+        seed = self.add(
+            f"{prefix}{python}: the requirements linked into the two-variants folder", seeded, start, requirements
+        )
+
+        def into_target(done: Done) -> list[Check] | None:
+            installed: list[Check] | None = done[requirements]
+            return None if installed is None else _target_wheel(done[start].machine(python), built, installed)
+
+        # The wheel goes into the --target folder once its requirements are linked into the two-variants one.
+        target = self.add(f"{prefix}{python}: install into the --target folder", into_target, start, requirements, seed)
+
+        def beside(machine: ContainerMachine, bare: str, linked: Check | None) -> list[Check]:
+            installs = two_variants_installs(machine, built)
+            if linked is not None:  # the requirements are there: the wheel and its neighbour, by the same pip
+                (target_layout,) = [layout for layout in machine.layouts if layout.name == "target"]
+                return [linked, *install_checks(machine, target_layout.python, installs[-1:])]
+            return install_checks(machine, machine.layouts[0].python if torched else bare, installs)
+
+        def two_folder(done: Done) -> list[Check] | None:
+            shared = done[taking] if taking else None
+            if shared is not None and shared.folders:
+                return None
+            return beside(done[start].machine(python), done[venvs], done[seed])
 
         # torch (and NVIDIA's wheels) from the first venv
-        beside_waits = (*waits, neighbour, *((into_venvs,) if torched else ()))
-        folder = self.add(
-            f"{prefix}{python}: install the two variants", unless(lambda s: s.folders, beside), *beside_waits
-        )
+        beside_waits = (*waits, neighbour, seed, *((into_venvs,) if torched else ()))
+        folder = self.add(f"{prefix}{python}: install the two variants", two_folder, *beside_waits)
         return _Installs((into_venvs,), (target,), (folder,), torched)
 
     def _into_venvs(self, machine: ContainerMachine, bare: str) -> list[Check]:
@@ -508,9 +530,35 @@ class SmokeSchedule:
         return run
 
 
-def _into_target(machine: ContainerMachine, built: BuiltWheel) -> list[Check]:
+def _target_layout(machine: ContainerMachine) -> Layout:
     (target,) = [layout for layout in machine.layouts if layout.name == "target"]
-    return install_checks(machine, target.python, installs_without_nvidia(machine, built, target.pythonpath))
+    return target
+
+
+def _target_requirements(machine: ContainerMachine, built: BuiltWheel) -> list[Check]:
+    """pip's runs into the --target folder before the wheel's own: its other requirements (and torch's)."""
+    target = _target_layout(machine)
+    return install_checks(machine, target.python, installs_without_nvidia(machine, built, target.pythonpath)[:-1])
+
+
+def _target_wheel(machine: ContainerMachine, built: BuiltWheel, installed: list[Check]) -> list[Check]:
+    """The wheel into the --target folder after its requirements (`installed`: their checks), unless they failed."""
+    target = _target_layout(machine)
+    if not all(c.ok for c in installed):
+        return installed
+    wheel = installs_without_nvidia(machine, built, target.pythonpath)[-1:]
+    return [*installed, *install_checks(machine, target.python, wheel)]
+
+
+def _seeded(machine: ContainerMachine, installed: list[Check]) -> Check | None:
+    """What pip put into the --target folder (`installed`: its runs), hard-linked into the two-variants folder:
+    there the same pip run with the same wheels would write the same files (tests/test_layouts.py compares them).
+    None where pip put nothing there or failed: the two-variants folder gets pip's own runs."""
+    if not installed or not all(c.ok for c in installed):
+        return None
+    linked = machine.link_folder(_target_layout(machine).pythonpath or "", machine.side_by_side)
+    what = "the requirements pip put in the --target folder, linked into the two-variants folder"
+    return Check(what, linked.returncode == 0, host.tail(linked.stderr, 8))
 
 
 def _taken_folder(decided: str, filled: str, what: str) -> Callable[[Done], list[Check] | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sysconfig
@@ -247,6 +248,14 @@ class ContainerMachine:
             what = f"copy the install of Python {source_version} into {len(targets)} venvs"
         copier = [self.base, f"{TOOLS}/wheelfactory_copy.py", source_version, source, self.python, *targets]
         return self._exec(what, copier)
+
+    def link_folder(self, source: str, target: str) -> subprocess.CompletedProcess[str]:
+        """What pip put into the --target folder `source`, hard-linked into the new folder `target`: every entry
+        but the layout's NVIDIA (its mount, and the metadata linked beside it: links, which pip never writes)."""
+        each = 'for entry in * .[!.]* ..?*; do [ -e "$entry" ] || continue; '
+        each += '[ -L "$entry" ] || [ "$entry" = nvidia ] || cp -al "$entry" "$0/" || exit 1; done'
+        script = f"mkdir {shlex.quote(target)} && cd {shlex.quote(source)} && {each}"
+        return self._exec(f"link {source} into {target}", ["sh", "-c", script, target])
 
     def probe(self, python: str, checks: list[dict[str, object]]) -> list[dict[str, object]]:
         probe = [python, f"{TOOLS}/wheelfactory_probe.py", json.dumps(checks)]
