@@ -13,6 +13,7 @@ writes nothing through a link and refuses links that lead outside. This is check
 from __future__ import annotations
 
 import bz2
+import errno
 import functools
 import gzip
 import hashlib
@@ -52,6 +53,7 @@ MAX_DOWNLOAD_BYTES = 4 << 30
 DOWNLOAD_DEADLINE_S = 3600
 # Answers that say "not now" rather than "no": request timeout, too many requests.
 _TRANSIENT_HTTP = {408, 429}
+_LOCAL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES}
 # An index page or a manifest: PyPI's largest project pages are a few MiB.
 MAX_PAGE_BYTES = 64 << 20
 PAGE_DEADLINE_S = 300
@@ -141,8 +143,10 @@ class _Transfer:
             failure = NetworkFailure if exc.code in _TRANSIENT_HTTP or exc.code >= 500 else ToolFailure
             raise failure(f"cannot download {shown(self.url)}: HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", None) or type(exc).__name__
-            raise NetworkFailure(f"cannot download {shown(self.url)}: {shown(reason)}") from None
+            reason = getattr(exc, "reason", None) or exc
+            # A full or read-only disk is no network's doing: another try would meet it again.
+            failure = ToolFailure if getattr(exc, "errno", None) in _LOCAL_ERRNOS else NetworkFailure
+            raise failure(f"cannot download {shown(self.url)}: {shown(reason)}") from None
 
     def _start_over(self) -> None:
         self.sink.seek(0)
