@@ -83,6 +83,7 @@ class Flaky:
                     self.send_response(200)
                 self.send_header("Content-Length", str(end - start + 1))
                 self.send_header("Accept-Ranges", "bytes" if flaky.ranges else "none")
+                self.send_header("Connection", "close")  # each request its own connection: a drop hits that one
                 self.send_header("Content-Type", "text/html" if path.endswith("/") else "application/octet-stream")
                 self.end_headers()
                 if head:
