@@ -290,6 +290,13 @@ def test_the_smokes_order_is_written_down_each_step_naming_what_it_waits_for(pro
     waits = {step.name: set(step.after) for step in schedule.ordered(written.steps())}
     assert waits["tier 3"] == set()  # on this host, beside everything else
     assert waits["lay out the runtime sites"] == {"NVIDIA's wheels at the floors", "NVIDIA's wheels at the newest"}
+    # pip's resolutions go to the index side by side (only their downloads take the wheel folder's lock in turn)
+    for resolution in (
+        "NVIDIA's wheels at the floors",
+        "NVIDIA's wheels at the newest",
+        "3.12: download the requirements",
+    ):
+        assert waits[resolution] == {"what torch installs"}
     # The stand-in of another variant is mounted as a folder it will be written into: only its install waits for it.
     fetched = {"lay out the runtime sites", "what torch installs"}
     assert waits["start the container"] == {*fetched, "3.12: download the requirements"}

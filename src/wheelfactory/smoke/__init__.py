@@ -229,16 +229,16 @@ class SmokeSchedule:
             f"{prefix}NVIDIA's wheels at the newest",
             lambda done: nvidia_wheels(wheel, "newest", pinned(done)),
             torch,
-            floors,
             timed="NVIDIA's wheels at the newest",
         )
-        downloads = {python: self._download(prefix, scratch, python, torch, newest) for python in pythons}
+        # The resolutions go to the index side by side; only their downloads take turns (the wheel folder's lock).
+        downloads = {python: self._download(prefix, scratch, python, torch) for python in pythons}
         fetched = _Fetched(torch, floors, newest, neighbour, downloads)
         if self.image is None:
             return self._on_this_host(prefix, fetched, torched=line is not None)
         return self._in_container(prefix, self.image, fetched, torched=line is not None)
 
-    def _download(self, prefix: str, scratch: Path, python: str, torch: str, newest: str) -> str:
+    def _download(self, prefix: str, scratch: Path, python: str, torch: str) -> str:
         """The step that downloads one CPython's non-CUDA requirements for it."""
 
         def download(done: Done) -> Path | None:
@@ -247,7 +247,7 @@ class SmokeSchedule:
             return download_requirements(self.wheel, python, scratch / f"requirements-{python}", pins)
 
         name = f"{python}: download the requirements"
-        return self.add(f"{prefix}{name}", download, torch, newest, timed=name)
+        return self.add(f"{prefix}{name}", download, torch, timed=name)
 
     def _on_this_host(self, prefix: str, fetched: _Fetched, *, torched: bool) -> str:
         """Each Python's tiers on this host (Windows), a machine of its own each, beside the others; each tier runs

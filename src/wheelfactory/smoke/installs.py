@@ -110,8 +110,9 @@ def download_requirements(wheel: WheelMetadata, python: str, into: Path, torch_p
             found = resolutions.earlier(asked)
         if found is None:
             what = f"download the requirements of {wheel.path.name}: {', '.join(listed)}"
-            with step(what), host.cache_lock("wheels"):
-                found = tuple(pip_download(listed, [*options, *more], resolutions.wheel_folder(), what))
+            with step(what):
+                folder, lock = resolutions.wheel_folder(), host.cache_lock("wheels")
+                found = tuple(pip_download(listed, [*options, *more], folder, what, lock=lock))
                 resolutions.remember(asked, found)
         for downloaded in found:
             if not (into / downloaded.name).exists():  # a wheel both lists resolved to is the same cached file

@@ -88,8 +88,9 @@ def _resolved(lines: tuple[str, ...], os_name: OS, arch: str, versions: NvidiaVe
     constraints = None  # the newest: as pip resolves them
     if versions == "floors":
         constraints = [f"{Requirement(line).name}=={_lowest(Requirement(line), os_name, arch)}" for line in lines]
-    with step(f"download NVIDIA's wheels at the {versions} of {', '.join(lines)}"), host.cache_lock("wheels"):
-        found = tuple(download_wheels(list(lines), os_name, arch, resolutions.wheel_folder(), constraints))
+    with step(f"download NVIDIA's wheels at the {versions} of {', '.join(lines)}"):
+        folder, lock = resolutions.wheel_folder(), host.cache_lock("wheels")
+        found = tuple(download_wheels(list(lines), os_name, arch, folder, constraints, lock))
         resolutions.remember(asked, found)
     return found
 

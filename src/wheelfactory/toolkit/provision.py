@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -122,11 +123,18 @@ def constraints(variant: Variant, os_name: OS, arch: str) -> list[str]:
     return _pinned(component_table().names(), variant, os_name, arch)
 
 
-def download_wheels(reqs: list[str], os_name: OS, arch: str, dest: Path, pins: list[str] | None = None) -> list[Path]:
+def download_wheels(
+    reqs: list[str],
+    os_name: OS,
+    arch: str,
+    dest: Path,
+    pins: list[str] | None = None,
+    lock: AbstractContextManager[object] | None = None,
+) -> list[Path]:
     """NVIDIA's wheels (py3-none: one for every Python) for `reqs` on that platform, as `pip_download` gives."""
     options = ["--python-version", "3.12"]
     options += [arg for tag in platform_of(os_name).pip_platform_tags(arch) for arg in ("--platform", tag)]
-    return pip_download(reqs, options, dest, f"downloading {', '.join(reqs)}", pins)
+    return pip_download(reqs, options, dest, f"downloading {', '.join(reqs)}", pins, lock)
 
 
 # ---------------------------------------------------------------------------------------------- nvcc's source
@@ -362,9 +370,10 @@ def _toolkit_wheels(variant: Variant, os_name: OS, arch: str, reqs: list[str], k
     if wheels and all(reusable(w) for w in wheels):
         return wheels, False
     names = ", ".join(r.split("=")[0].rstrip("<>!~") for r in reqs)
-    # One pip at a time writes into the shared wheel folder.
-    with step(f"download CUDA {release} wheels: {names}"), host.cache_lock("wheels"):
-        wheels = download_wheels(reqs, os_name, arch, wheel_dir, constraints(variant, os_name, arch))
+    # One process at a time writes into the shared wheel folder.
+    with step(f"download CUDA {release} wheels: {names}"):
+        pins = constraints(variant, os_name, arch)
+        wheels = download_wheels(reqs, os_name, arch, wheel_dir, pins, host.cache_lock("wheels"))
     host.write_atomically(
         listing, json.dumps({"requirements": reqs, "wheels": sorted(w.name for w in wheels)}, indent=1)
     )

@@ -5,7 +5,9 @@ once, DOWNLOAD_WORKERS at a time, through the archive layer's bounds (size, time
 a partial file renamed into place when whole), checked against the index's sha256 and sealed. A single `pip
 download` fetches one file after another; NVIDIA's toolkit is a dozen wheels of up to 400 MiB.
 
-The caller holds the cache's `wheels` lock: one process at a time writes into the shared wheel folder.
+A folder many processes share (the cache's) comes with its lock: held while files are written into it, one process
+at a time, not while pip resolves, which only reads the index — the smoke's four resolutions (NVIDIA's wheels at
+the floors and the newest, each Python's other requirements) go to the index side by side.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import re
 import sys
 import tempfile
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -49,15 +52,21 @@ class Resolved:
 
 
 def pip_download(
-    reqs: list[str], options: list[str], dest: Path, what: str, pins: list[str] | None = None
+    reqs: list[str],
+    options: list[str],
+    dest: Path,
+    what: str,
+    pins: list[str] | None = None,
+    lock: AbstractContextManager[object] | None = None,
 ) -> list[Path]:
     """The wheels pip resolves for `reqs` (and what they require, unless `options` say --no-deps) on the
-    interpreter and platforms `options` name, constrained by `pins`: in `dest`, each sealed. A file already there,
-    intact and of the index's sha256, is kept."""
+    interpreter and platforms `options` name, constrained by `pins`: in `dest`, each sealed, under `lock` (the
+    shared folder's). A file already there, intact and of the index's sha256, is kept."""
     dest.mkdir(parents=True, exist_ok=True)
     picked = resolve(reqs, options, what, pins)
-    wanted = [r for r in picked if r.sha256 is None or sealed_sha256(dest / r.filename) != r.sha256]
-    host.side_by_side((functools.partial(_fetch, r, dest) for r in wanted), DOWNLOAD_WORKERS)
+    with lock or nullcontext():
+        wanted = [r for r in picked if r.sha256 is None or sealed_sha256(dest / r.filename) != r.sha256]
+        host.side_by_side((functools.partial(_fetch, r, dest) for r in wanted), DOWNLOAD_WORKERS)
     return sorted({dest / r.filename for r in picked})
 
 
