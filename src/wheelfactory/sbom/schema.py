@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-from cyclonedx.schema import SchemaVersion
-from cyclonedx.validation.json import JsonStrictValidator
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
+if TYPE_CHECKING:  # jsonschema is imported where a document is checked: its import takes a second (a grammar
+    # built for one of its format checks), and every run of the factory would pay it
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 
 def canonical(value: object) -> Hashable:
@@ -35,12 +34,18 @@ def unique_items(validator: Any, unique: object, instance: object, schema: objec
     if unique and validator.is_type(instance, "array"):
         items = [canonical(item) for item in instance]  # type: ignore[attr-defined]
         if len(set(items)) != len(items):
+            from jsonschema.exceptions import ValidationError
+
             yield ValidationError("has non-unique elements")  # the instance itself may be megabytes
 
 
 @functools.cache
 def strict_validator() -> Validator:
     """The library's validator of CycloneDX 1.6 (strict), its `uniqueItems` checked in linear time."""
+    import jsonschema
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
     library: Any = JsonStrictValidator(SchemaVersion.V1_6)._validator  # its schema, registry and format checker
     linear: Any = jsonschema.validators.extend(type(library), {"uniqueItems": unique_items})  # type: ignore[no-untyped-call]
     made: Validator = linear(library.schema, registry=library._registry, format_checker=library.format_checker)
