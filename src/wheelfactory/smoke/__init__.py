@@ -388,18 +388,11 @@ class SmokeSchedule:
         # The wheel goes into the --target folder once its requirements are linked into the two-variants one.
         target = self.add(f"{prefix}{python}: install into the --target folder", into_target, start, requirements, seed)
 
-        def beside(machine: ContainerMachine, bare: str, linked: Check | None) -> list[Check]:
-            installs = two_variants_installs(machine, built)
-            if linked is not None:  # the requirements are there: the wheel and its neighbour, by the same pip
-                (target_layout,) = [layout for layout in machine.layouts if layout.name == "target"]
-                return [linked, *install_checks(machine, target_layout.python, installs[-1:])]
-            return install_checks(machine, machine.layouts[0].python if torched else bare, installs)
-
         def two_folder(done: Done) -> list[Check] | None:
             shared = done[taking] if taking else None
             if shared is not None and shared.folders:
                 return None
-            return beside(done[start].machine(python), done[venvs], done[seed])
+            return _two_variants_installed(done[start].machine(python), built, done[venvs], done[seed], torched)
 
         # torch (and NVIDIA's wheels) from the first venv
         beside_waits = (*waits, neighbour, seed, *((into_venvs,) if torched else ()))
@@ -559,6 +552,17 @@ def _seeded(machine: ContainerMachine, installed: list[Check]) -> Check | None:
     linked = machine.link_folder(_target_layout(machine).pythonpath or "", machine.side_by_side)
     what = "the requirements pip put in the --target folder, linked into the two-variants folder"
     return Check(what, linked.returncode == 0, host.tail(linked.stderr, 8))
+
+
+def _two_variants_installed(
+    machine: ContainerMachine, built: BuiltWheel, bare: str, linked: Check | None, torched: bool
+) -> list[Check]:
+    """The two-variants folder filled: where its requirements are linked in (`linked`), the wheel and its
+    neighbour by the --target folder's pip; else pip's runs of them all, by the bare venv's (torch's: the first)."""
+    installs = two_variants_installs(machine, built)
+    if linked is not None:
+        return [linked, *install_checks(machine, _target_layout(machine).python, installs[-1:])]
+    return install_checks(machine, machine.layouts[0].python if torched else bare, installs)
 
 
 def _taken_folder(decided: str, filled: str, what: str) -> Callable[[Done], list[Check] | None]:
