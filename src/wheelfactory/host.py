@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -168,9 +169,11 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    network_failure: re.Pattern[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a program, capturing its output as text. With `check`, a failure raises ToolFailure saying what was
-    being done, the exit status and the end of the output; without, the caller reads the result."""
+    being done, the exit status and the end of the output — NetworkFailure where that output matches
+    `network_failure` (how the program says the network failed it); without, the caller reads the result."""
     argv = [str(part) for part in command]
     try:
         done = subprocess.run(
@@ -181,7 +184,9 @@ def run(
     except subprocess.TimeoutExpired:
         raise ToolFailure(f"{what}: no answer from {Path(argv[0]).name} in {timeout:.0f} s") from None
     if check and done.returncode != 0:
-        raise ToolFailure(f"{what} failed (exit {done.returncode}):\n{tail(done.stdout + done.stderr)}")
+        output = done.stdout + done.stderr
+        failure = NetworkFailure if network_failure and network_failure.search(output) else ToolFailure
+        raise failure(f"{what} failed (exit {done.returncode}):\n{tail(output)}")
     return done
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .. import host
-from ..errors import NetworkFailure, ToolFailure
+from ..errors import ToolFailure
 from ..untrusted import archives
 from ..untrusted.cache import seal, sealed_sha256
 from ..untrusted.shown import shown
@@ -88,7 +88,8 @@ def resolve(reqs: list[str], options: list[str], what: str, pins: list[str] | No
         if pins:
             (Path(scratch) / "constraints.txt").write_text("\n".join(pins) + "\n")
             cmd += ["--constraint", str(Path(scratch) / "constraints.txt")]
-        host.over_network(functools.partial(_run_pip, [*cmd, *reqs], what), what)
+        run = functools.partial(host.run, [*cmd, *reqs], what, network_failure=_PIP_NETWORK_FAILURE)
+        host.over_network(run, what)
         try:
             installs = json.loads(report.read_text(encoding="utf-8"))["install"]
             picked = [_resolved(item["download_info"]) for item in installs]
@@ -97,13 +98,6 @@ def resolve(reqs: list[str], options: list[str], what: str, pins: list[str] | No
     if not picked:
         raise ToolFailure(f"{what}: pip resolved no files for {' '.join(reqs)}")
     return picked
-
-
-def _run_pip(command: list[str], what: str) -> None:
-    done = host.run(command, what, check=False)
-    if done.returncode != 0:
-        failure = NetworkFailure if _PIP_NETWORK_FAILURE.search(done.stdout + done.stderr) else ToolFailure
-        raise failure(f"{what} failed (exit {done.returncode}):\n{host.tail(done.stdout + done.stderr)}")
 
 
 def _resolved(info: dict[str, Any]) -> Resolved:
