@@ -560,8 +560,9 @@ def _two_variants_installed(
     """The two-variants folder filled: where its requirements are linked in (`linked`), the wheel and its
     neighbour by the --target folder's pip; else pip's runs of them all, by the bare venv's (torch's: the first)."""
     installs = two_variants_installs(machine, built)
-    if linked is not None:
-        return [linked, *install_checks(machine, _target_layout(machine).python, installs[-1:])]
+    if linked is not None:  # a failed link ends it, as a failed pip run ends the runs after it
+        wheels = install_checks(machine, _target_layout(machine).python, installs[-1:]) if linked.ok else []
+        return [linked, *wheels]
     return install_checks(machine, machine.layouts[0].python if torched else bare, installs)
 
 
