@@ -257,3 +257,25 @@ def test_a_package_whose_import_starts_a_thread_pool_is_imported_once_for_its_ch
     assert forked["ok"], forked["detail"]
     threads = "import uses_blas, threading, os; assert len(os.listdir('/proc/self/task')) == 1"
     assert all(o["ok"] for o in _probed([{**checks[0], "statement": threads}] * 2, fork=True))
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
+def test_a_tiers_programs_start_once_its_statements_are_done(tmp_path: Path, fork: bool) -> None:
+    """The first import of a package is a statement's (`-W error`), whichever the checks list first: it compiles the
+    package's modules, and the programs after it read what it wrote."""
+    (tmp_path / "ordered").mkdir()
+    log = tmp_path / "imports.log"
+    (tmp_path / "ordered/__init__.py").write_text(
+        f"import sys\nwith open({str(log)!r}, 'a') as log:\n"
+        "    log.write(('statement' if 'error' in sys.warnoptions else 'program') + '\\n')\n"
+    )
+    path = str(tmp_path)
+    checks: list[dict[str, object]] = [
+        {"command": ["python", "-c", "import ordered"], "pythonpath": path},
+        {"command": ["python", "-c", "import ordered"], "pythonpath": path},
+        {"statement": "import ordered", "expect": "ok", "pythonpath": path},
+    ]
+    assert all(o["ok"] for o in _probed(checks, fork=fork))
+    seen = log.read_text().split()
+    assert seen[0] == "statement" and seen.count("program") == 2 and seen.index("program") > seen.index("statement")
+    assert seen[-2:] == ["program", "program"]
