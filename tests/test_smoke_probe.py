@@ -121,6 +121,50 @@ def test_statements_forked_after_their_first_import_see_what_a_fresh_interpreter
     assert _probed(pid, fork=True)[0]["ok"] and not _probed(pid, fork=False)[0]["ok"]
 
 
+def test_statements_that_import_only_what_the_package_loaded_share_one_childs_outcome(tmp_path: Path) -> None:
+    """`import pkg.sub` where `import pkg` loaded pkg.sub already: one child runs for all such statements of the
+    package, and each reports what an interpreter of its own reports — even where that child dies at its exit, or a
+    statement also imports what the package did not load."""
+    exits = tmp_path / "exits.log"
+    shapes = {
+        "counts_exits": "import atexit, os\nfrom . import sub\n"
+        f"atexit.register(lambda: open({str(exits)!r}, 'a').write(f'{{os.getpid()}}\\n'))\n",
+        "dies_at_exit": "import atexit, os\nfrom . import sub\natexit.register(os.abort)\n",
+        "loads_libz": "from . import sub\n",
+    }
+    for name, source in shapes.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(source)
+        (tmp_path / name / "sub.py").write_text("import ctypes, ctypes.util\nZ = ctypes.CDLL(ctypes.util.find_library('z'))\n")
+        (tmp_path / name / "other.py").write_text("import json\n")
+    statements = [
+        *(f"import {name}.sub" for name in shapes for _ in range(3)),
+        "import counts_exits.sub, counts_exits.other",  # other is not loaded by the package: a child of its own
+        "import counts_exits.sub as sub",  # binds another name: a child of its own
+        "import loads_libz.sub, json",
+        "import loads_libz",
+    ]
+    seen_all = {"site": "/", "cuda_libraries": ["*"], "pythonpath": str(tmp_path)}
+    checks = [{"statement": s, "expect": "ok", **seen_all} for s in statements]
+    forked = _probed(checks, fork=True)
+    exits_forked = exits.read_text().split()
+    exits.unlink()
+    spawned = _probed(checks, fork=False)
+    for check, one, other in zip(checks, forked, spawned, strict=True):
+        assert (one["ok"], one["detail"], one.get("libraries")) == (
+            other["ok"],
+            other["detail"],
+            other.get("libraries"),
+        ), check["statement"]
+    outcome = dict(zip(statements, forked, strict=True))
+    assert outcome["import loads_libz.sub"]["ok"]
+    assert any("libz" in str(p) for p in outcome["import loads_libz.sub"]["libraries"])  # type: ignore[attr-defined]
+    assert str(outcome["import dies_at_exit.sub"]["detail"]).startswith("the check crashed")
+    # Spawned, each of counts_exits' five statements exits in a process of its own; forked, its three that only
+    # look up what the package loaded share one child, and the other two have one each.
+    assert len(exits.read_text().split()) == 5 and len(exits_forked) == 3, (exits_forked, exits.read_text())
+
+
 # A stand-in CUDA runtime (named as the real one is), built twice: once where the layout's NVIDIA wheel puts it,
 # once elsewhere (a system CUDA, say). Each copy says where it is. Its soname is no real release's, which a system
 # CUDA on the host running the tests (in ld.so.conf) would answer.
