@@ -121,6 +121,9 @@ def test_statements_forked_after_their_first_import_see_what_a_fresh_interpreter
     assert _probed(pid, fork=True)[0]["ok"] and not _probed(pid, fork=False)[0]["ok"]
 
 
+LOADS_LIBZ = "import ctypes, ctypes.util\nZ = ctypes.CDLL(ctypes.util.find_library('z'))\n"
+
+
 def test_statements_that_import_only_what_the_package_loaded_share_one_childs_outcome(tmp_path: Path) -> None:
     """`import pkg.sub` where `import pkg` loaded pkg.sub already: one child runs for all such statements of the
     package, and each reports what an interpreter of its own reports — even where that child dies at its exit, or a
@@ -135,7 +138,7 @@ def test_statements_that_import_only_what_the_package_loaded_share_one_childs_ou
     for name, source in shapes.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(source)
-        (tmp_path / name / "sub.py").write_text("import ctypes, ctypes.util\nZ = ctypes.CDLL(ctypes.util.find_library('z'))\n")
+        (tmp_path / name / "sub.py").write_text(LOADS_LIBZ)
         (tmp_path / name / "other.py").write_text("import json\n")
     statements = [
         *(f"import {name}.sub" for name in shapes for _ in range(3)),
@@ -163,6 +166,75 @@ def test_statements_that_import_only_what_the_package_loaded_share_one_childs_ou
     # Spawned, each of counts_exits' five statements exits in a process of its own; forked, its three that only
     # look up what the package loaded share one child, and the other two have one each.
     assert len(exits.read_text().split()) == 5 and len(exits_forked) == 3, (exits_forked, exits.read_text())
+
+
+# Programs of a package, run as `python -m` or `-c` would run them: what they print, how they end.
+PROGRAMS = {
+    "__init__.py": LOADS_LIBZ + "import os\nPID = os.getpid()\n",
+    "says.py": "import sys\nprint('argv', sys.argv[1:], sys.argv[0].endswith('says.py'), repr(sys.path[0]))\n"
+    "print(sys.orig_argv[1:] if hasattr(sys, 'orig_argv') else '')\n"
+    "import __main__\nprint(__name__, sorted(k for k in vars(__main__) if not k.startswith('__')))\n",
+    "fails.py": "def deeper():\n    raise ValueError('no device')\ndeeper()\n",
+    "exits.py": "import sys\nsys.exit(int(sys.argv[1]) if sys.argv[1:] else 'a message, then status 1')\n",
+    "joins.py": "import threading, time\n"
+    "threading.Thread(target=lambda: (time.sleep(0.2), print('the thread ended'))).start()\n",
+    "at_exit.py": "import atexit\natexit.register(print, 'bye')\nprint('hello')\n",
+    "dies.py": "import os\nos.abort()\n",
+}
+# Packages whose import a process cannot share with programs: each program then runs in an interpreter of its own.
+UNSHARED = {
+    "warns": "import warnings\nwarnings.warn('at import')\n",
+    "threads": "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
+    "fails": "raise ImportError('libcudart.so.99: cannot open shared object file')\n",
+    "prints": "print('imported')\n",
+}
+
+
+def test_programs_forked_after_their_packages_import_end_as_interpreters_of_their_own(tmp_path: Path) -> None:
+    """Programs that start by importing one package (`python -m pkg.mod`, `python -c "import pkg..."`) run in
+    children of one interpreter that imported it: each says, prints and exits what an interpreter of its own does,
+    on programs written to tell them apart (arguments, sys.path, __main__, tracebacks, SystemExit, threads, exit
+    handlers, a crash) and on packages whose import cannot be shared (each then runs on its own)."""
+    (tmp_path / "pkg").mkdir()
+    for name, source in PROGRAMS.items():
+        (tmp_path / "pkg" / name).write_text(source)
+    for name, source in UNSHARED.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(source)
+        (tmp_path / name / "run.py").write_text("print('ran')\n")
+    programs = [
+        ["python", "-m", "pkg.says", "one", "--two"],
+        ["python", "-m", "pkg.says"],
+        ["python", "-c", "import pkg.says", "three"],
+        ["python", "-c", "import pkg, sys; print(repr(sys.path[0]), sys.argv, pkg.Z is not None)", "four"],
+        ["python", "-c", "from pkg import Z; x = 1; import __main__; print(sorted(vars(__main__)))"],
+        ["python", "-m", "pkg.fails"],
+        ["python", "-c", "import pkg; pkg.missing"],
+        ["python", "-m", "pkg.exits", "3"],
+        ["python", "-m", "pkg.exits", "0"],
+        ["python", "-m", "pkg.exits"],
+        ["python", "-m", "pkg.joins"],
+        ["python", "-m", "pkg.at_exit"],
+        ["python", "-m", "pkg.dies"],
+        ["python", "-m", "pkg.absent"],
+        *(["python", "-m", f"{name}.run"] for name in UNSHARED),
+        *(["python", "-c", f"import {name}"] for name in UNSHARED),
+    ]
+    checks: list[dict[str, object]] = [{"command": c, "pythonpath": str(tmp_path)} for c in programs]
+    forked, spawned = _probed(checks, fork=True), _probed(checks, fork=False)
+    for check, one, other in zip(checks, forked, spawned, strict=True):
+        assert (one["ok"], one["detail"]) == (other["ok"], other["detail"]), check["command"]
+    details = [str(o["detail"]) for o in forked]
+    assert details[0].startswith("exit 0: argv ['one', '--two'] True") and "'pkg', 'says', 'one'" not in details[0]
+    assert "Traceback" in details[5] and "ValueError: no device" in details[5]
+    assert details[7].startswith("exit 3") and details[8].startswith("exit 0") and details[9].startswith("exit 1")
+    assert "the thread ended" in details[10] and details[11] == "exit 0: hello\nbye"
+    assert details[12].startswith("exit -6")
+
+    # The one difference by design, which shows the sharing took place: the importing process is the parent.
+    pid = [{"command": ["python", "-c", "import pkg, os; print(pkg.PID != os.getpid())"], "pythonpath": str(tmp_path)}]
+    assert _probed(pid, fork=True)[0]["detail"] == "exit 0: True"
+    assert _probed(pid, fork=False)[0]["detail"] == "exit 0: False"
 
 
 # A stand-in CUDA runtime (named as the real one is), built twice: once where the layout's NVIDIA wheel puts it,
@@ -306,7 +378,8 @@ def test_a_package_whose_import_starts_a_thread_pool_is_imported_once_for_its_ch
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 def test_a_tiers_programs_start_once_its_statements_are_done(tmp_path: Path, fork: bool) -> None:
     """The first import of a package is a statement's (`-W error`), whichever the checks list first: it compiles the
-    package's modules, and the programs after it read what it wrote."""
+    package's modules, and the programs after it read what it wrote (forked, both from one interpreter that
+    imported the package once)."""
     (tmp_path / "ordered").mkdir()
     log = tmp_path / "imports.log"
     (tmp_path / "ordered/__init__.py").write_text(
@@ -321,5 +394,6 @@ def test_a_tiers_programs_start_once_its_statements_are_done(tmp_path: Path, for
     ]
     assert all(o["ok"] for o in _probed(checks, fork=fork))
     seen = log.read_text().split()
-    assert seen[0] == "statement" and seen.count("program") == 2 and seen.index("program") > seen.index("statement")
-    assert seen[-2:] == ["program", "program"]
+    programs = 1 if fork else 2
+    assert seen[0] == "statement" and seen.count("program") == programs
+    assert seen[-programs:] == ["program"] * programs

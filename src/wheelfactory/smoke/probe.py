@@ -37,6 +37,13 @@ start at import are held to one: ONE_THREAD). Otherwise, or if that child dies, 
 pristine interpreter as before. Statements that only import what that first step loaded (`import cupy._core.core`
 after `import cupy`) would each look the modules up and report that same process: one of them runs, and the others
 get its outcome.
+
+Programs (`python -m pkg.mod`, `python -c "import pkg..."`) that begin by importing the same package are forked, in
+the same way, from one interpreter of their plain flags that did what each would do first (`-m`: import runpy;
+sys.path from the working folder; a bare __main__) and imported the package, where that import forks faithfully;
+each child then runs its program and exits as an interpreter does. The one difference by design: while the package
+is imported, sys.argv holds none of a program's arguments. Other programs, and these where the import cannot be
+shared, run in interpreters of their own.
 """
 
 from __future__ import annotations
@@ -129,9 +136,22 @@ def _interpreter(pythonpath: object) -> list[str]:
     return [sys.executable, "-W", "error", "-s" if pythonpath else "-I", __file__]  # -I would ignore PYTHONPATH
 
 
+def _program_judged(spec: dict[str, object], status: int, output: str) -> dict[str, object]:
+    """A program's outcome: the exit status expected (0 unless told), no traceback, and what it must say and must
+    not."""
+    output = output.strip()
+    says, silent_of = spec.get("says"), spec.get("silent_of")
+    ok = (
+        status == spec.get("exit", 0)
+        and "Traceback" not in output
+        and (not says or str(says) in output)
+        and (not silent_of or str(silent_of) not in output)
+    )
+    return {"ok": ok, "detail": f"exit {status}: {output[-2000:]}"}
+
+
 def _command(spec: dict[str, object]) -> dict[str, object]:
-    """Run a program (`python` is the venv's) and judge it: the exit status expected (0 unless told), no
-    traceback, and what it must say and must not."""
+    """Run a program (`python` is the venv's) in a process of its own and judge it."""
     import subprocess
 
     command = [str(a) for a in spec["command"]]  # type: ignore[attr-defined]
@@ -139,15 +159,134 @@ def _command(spec: dict[str, object]) -> dict[str, object]:
     program = subprocess.run(
         argv, capture_output=True, text=True, timeout=300, env=_environment(spec.get("pythonpath"))
     )
-    output = (program.stdout + program.stderr).strip()
-    says, silent_of = spec.get("says"), spec.get("silent_of")
-    ok = (
-        program.returncode == spec.get("exit", 0)
-        and "Traceback" not in output
-        and (not says or str(says) in output)
-        and (not silent_of or str(silent_of) not in output)
+    return _program_judged(spec, program.returncode, program.stdout + program.stderr)
+
+
+def _program_start(spec: dict[str, object]) -> tuple[str, str] | None:
+    """(-m or -c, the package the program imports first) of `python -m pkg.mod ...` or `python -c "import pkg..."`;
+    None for any other program, which runs in a process of its own."""
+    command = [str(a) for a in spec["command"]]  # type: ignore[attr-defined]
+    if len(command) < 3 or command[0] != "python" or command[1] not in ("-m", "-c"):
+        return None
+    root = command[2].split(".", 1)[0] if command[1] == "-m" else _first_imported(command[2])
+    return (command[1], root) if root and root.isidentifier() else None
+
+
+def _programs_forked(specs: list[dict[str, object]], folder: str) -> list[dict[str, object]] | None:
+    """Run programs that start the same way (`_program_start`), each in a child of one interpreter that did that
+    start (`--programs`), and judge them; None where that interpreter found it could not serve them faithfully."""
+    import subprocess
+
+    pythonpath = specs[0].get("pythonpath")
+    run = subprocess.run(
+        [sys.executable, __file__, "--programs", folder],
+        input=marshal.dumps(specs),
+        capture_output=True,
+        timeout=300 * len(specs),
+        env=_environment(pythonpath),
     )
-    return {"ok": ok, "detail": f"exit {program.returncode}: {output[-2000:]}"}
+    if run.returncode != 0:
+        return None
+    outcomes = []
+    for index, spec in enumerate(specs):
+        with open(f"{folder}/{index}.status", encoding="utf-8") as status:
+            code = int(status.read())
+        output = ""
+        for stream in ("out", "err"):  # as a pipe's text is read: the locale's encoding, universal newlines
+            with open(f"{folder}/{index}.{stream}", errors="replace") as written:
+                output += written.read()
+        outcomes.append(_program_judged(spec, code, output))
+    return outcomes
+
+
+def _exit_status(code: object) -> int:
+    """The exit status an interpreter gives SystemExit(code), printing what is not a number as it does."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _as_interpreter(run: str, mode: str) -> int:
+    """Run the program `run` (a module's name, or code) as `python -m` or `-c` would in this process, then exit as
+    the interpreter does: its exit status, a traceback for an exception it did not catch (without this function's
+    frame), its threads joined, its exit handlers run, its output flushed (120 if that fails)."""
+    import atexit  # built in, loaded at start-up
+
+    try:
+        if mode == "-m":
+            sys.modules["runpy"]._run_module_as_main(run)
+        else:
+            exec(compile(run, "<string>", "exec"), sys.modules["__main__"].__dict__)
+        status = 0
+    except SystemExit as exc:
+        status = _exit_status(exc.code)
+    except BaseException as exc:
+        trace = exc.__traceback__.tb_next if exc.__traceback__ else None
+        sys.excepthook(type(exc), exc.with_traceback(trace), trace)
+        status = 1
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            status = 120
+    return status
+
+
+def _serve_programs(folder: str) -> None:
+    """The programs on standard input, which start the same way, each in a child of this interpreter (plain flags,
+    as theirs), after it did what each would do first: `python -m` imports runpy; sys.path starts with the working
+    folder (-m) or "" (-c); __main__ is a bare module; the package is imported. The one difference: the program's
+    arguments are put in sys.argv after that import, not before. Exits 3 without running any where that import
+    raised, wrote anything, or left more than one thread (a fork keeps only the caller's): they are each run in an
+    interpreter of their own instead. A child writes its output to N.out and N.err; this process its exit status
+    to N.status."""
+    specs: list[dict[str, object]] = marshal.loads(sys.stdin.buffer.read())
+    commands = [[str(a) for a in spec["command"]] for spec in specs]  # type: ignore[attr-defined]
+    mode, root = _program_start(specs[0]) or ("", "")
+    if mode == "-m":
+        __import__("runpy")
+    sys.path[0] = os.getcwd() if mode == "-m" else ""
+    bare = type(sys)("__main__")
+    bare.__dict__.update(__builtins__=builtins, __loader__=builtins.__loader__, __annotations__={})
+    sys.modules["__main__"] = bare
+    sys.argv = [mode]
+    _redirected(f"{folder}/import.log")
+    try:
+        __import__(root)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        os._exit(3)
+    if os.path.getsize(f"{folder}/import.log") or len(os.listdir("/proc/self/task")) != 1:
+        os._exit(3)
+    running: dict[int, int] = {}
+
+    def reap() -> None:
+        child, status = os.wait()
+        with open(f"{folder}/{running.pop(child)}.status", "w", encoding="utf-8") as written:
+            written.write(str(os.waitstatus_to_exitcode(status)))
+
+    for index, command in enumerate(commands):
+        if len(running) >= max(2, os.cpu_count() or 1):
+            reap()
+        child = os.fork()
+        if child == 0:
+            for fd, path in ((1, f"{folder}/{index}.out"), (2, f"{folder}/{index}.err")):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            sys.argv = [mode, *command[3:]]
+            if hasattr(sys, "orig_argv"):
+                sys.orig_argv = [sys.executable, *command[1:]]
+            os._exit(_as_interpreter(command[2], mode))
+        running[child] = index
+    while running:
+        reap()
 
 
 def _seen(outcome_file: str, log: str) -> dict[str, object]:
@@ -335,6 +474,9 @@ def main() -> None:
     if sys.argv[1] == "--fork":
         _fork_each(sys.argv[2])
         return
+    if sys.argv[1] == "--programs":
+        _serve_programs(sys.argv[2])
+        return
     import json
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
@@ -357,8 +499,25 @@ def main() -> None:
         else:
             spawned = {i: pool.submit(_spawned, checks[i], os.path.join(scratch, str(i))) for i in statements}
             outcomes.update((i, _judged(checks[i], future.result())) for i, future in spawned.items())
-        commands = {i: pool.submit(_command, c) for i, c in enumerate(checks) if "command" in c}
-        outcomes.update((i, future.result()) for i, future in commands.items())
+        programs = [i for i, c in enumerate(checks) if "command" in c]
+        alike: dict[tuple[object, ...], list[int]] = {}
+        for i in programs if hasattr(os, "fork") else []:
+            start = _program_start(checks[i])
+            if start:
+                alike.setdefault((checks[i].get("pythonpath"), *start), []).append(i)
+        forked_programs = []
+        for group, indices in enumerate(alike.values()):
+            os.mkdir(folder := os.path.join(scratch, f"programs-{group}"))
+            forked_programs.append((indices, pool.submit(_programs_forked, [checks[i] for i in indices], folder)))
+        shared = {i for indices in alike.values() for i in indices}
+        spawned_programs = {i: pool.submit(_command, checks[i]) for i in programs if i not in shared}
+        for indices, future in forked_programs:
+            judged = future.result()
+            if judged is None:  # not served faithfully: each in an interpreter of its own
+                spawned_programs.update((i, pool.submit(_command, checks[i])) for i in indices)
+            else:
+                outcomes.update(zip(indices, judged, strict=True))
+        outcomes.update((i, future.result()) for i, future in spawned_programs.items())
     print(json.dumps([outcomes[i] for i in range(len(checks))]))
 
 
