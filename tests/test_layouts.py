@@ -348,6 +348,8 @@ def test_one_pythons_install_serves_another_exactly_as_pip_installs_there(datali
 
     try:
         oldest, newest, by_pip_machine = copied.machine("3.10"), copied.machine("3.13"), installed.machine("3.13")
+        where = copied.exec("the file system of /smoke", ["stat", "--file-system", "--format", "%T", "/smoke"])
+        assert where.stdout.strip() == "tmpfs", where  # a small smoke's folders are in memory (smoke/scratch.py)
         oldest_bare, _ = oldest.create_venvs()
         bare, layouts = newest.create_venvs()
         by_pip_machine.create_venvs()

@@ -19,6 +19,7 @@ from ..binaries.wheelfile import WheelMetadata, cpython_tag
 from ..errors import ToolFailure
 from .nvidia import NvidiaVersions
 from .results import Steps
+from .scratch import SMOKE_TEMP, available_memory, estimated_bytes, mount_options
 
 PROBE_SOURCE = files("wheelfactory.smoke").joinpath("probe.py")
 COPY_SOURCE = files("wheelfactory.smoke").joinpath("copier.py")
@@ -31,15 +32,6 @@ TOOLS = "/smoke/tools"
 
 # A smoke container is removed when its tiers are done; one whose run was killed ends by itself after this.
 SMOKE_CONTAINER_LIFETIME_S = 3600
-
-
-# The smoke's folders are a volume of the engine's, not the container's own layer: pip's installs into an overlay
-# file system spent most of their time in the kernel (NumPy, SciPy and narwhals into a venv: 3.1 s, 1.9 s of it
-# system time; on a volume 1.3 s, 0.24 s). The engine removes the volume with the container (--rm). Temporary
-# folders (pip's) are made on it too, so that pip moves what it put there into place instead of copying it across
-# file systems (a --target install).
-SMOKE_ROOT = "/smoke"
-SMOKE_TEMP = f"{SMOKE_ROOT}/tmp"
 
 
 # Where a smoke container keeps its decoy system CUDA (registered with ldconfig).
@@ -130,10 +122,12 @@ class SmokeContainer:
                 if found:
                     mounts.append(f"{found}:{machine.requirements}:ro")
             command = [self.engine, "run", "--detach", "--rm", "--network", "none", "--env", f"TMPDIR={SMOKE_TEMP}"]
-            command += [arg for mount in [SMOKE_ROOT, *mounts] for arg in ("--volume", mount)]
+            estimate = estimated_bytes(wheel.path, list(requirements.values()))
+            command += mount_options(estimate, available_memory())
+            command += [arg for mount in mounts for arg in ("--volume", mount)]
             # The container's first process makes the temporary folder. A command that came before it would only
             # be slower: Python's tempfile passes over a TMPDIR that is not there.
-            main = f"mkdir {SMOKE_TEMP} && exec sleep {SMOKE_CONTAINER_LIFETIME_S}"
+            main = f"mkdir -p {SMOKE_TEMP} && exec sleep {SMOKE_CONTAINER_LIFETIME_S}"
             with steps.timed("start the container"):
                 started = host.run([*command, image, "sh", "-c", main], f"starting a smoke container of {image}")
         self.container = started.stdout.strip()

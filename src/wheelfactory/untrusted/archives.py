@@ -311,6 +311,12 @@ def _unreadable_zip(archive: Path, exc: BaseException) -> BadBytes:
     return BadBytes(f"{shown(archive.name)}: not a readable zip ({shown(exc)}) — it is corrupt, truncated or no zip")
 
 
+def zip_unpacked_bytes(archive: Path) -> int:
+    """The bytes a checked zip's files unpack to."""
+    with opened_zip(archive) as (_, members):
+        return sum(member.size for member in members)
+
+
 def zip_names(archive: Path) -> list[str]:
     """The names of a checked zip's members, in the archive's order (folders included)."""
     with opened_zip(archive) as (_, members):
