@@ -42,8 +42,8 @@ Programs (`python -m pkg.mod`, `python -c "import pkg..."`) that begin by import
 the same way, from one interpreter of their plain flags that did what each would do first (`-m`: import runpy;
 sys.path from the working folder; a bare __main__) and imported the package, where that import forks faithfully;
 each child then runs its program and exits as an interpreter does. The one difference by design: while the package
-is imported, sys.argv holds none of a program's arguments. Other programs, and these where the import cannot be
-shared, run in interpreters of their own.
+is imported, sys.argv (and sys.orig_argv) hold none of a program's arguments. Other programs, and these where the
+import cannot be shared, run in interpreters of their own.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ import builtins
 import marshal
 import os
 import sys
+from _collections_abc import Callable  # loaded at start-up, unlike collections.abc
 
 
 def _mapped_paths() -> list[str]:
@@ -193,8 +194,11 @@ def _programs_forked(specs: list[dict[str, object]], folder: str) -> list[dict[s
             code = int(status.read())
         output = ""
         for stream in ("out", "err"):  # as a pipe's text is read: the locale's encoding, universal newlines
-            with open(f"{folder}/{index}.{stream}", errors="replace") as written:
-                output += written.read()
+            try:
+                with open(f"{folder}/{index}.{stream}", errors="replace") as written:
+                    output += written.read()
+            except OSError:  # the child died before it opened it
+                pass
         outcomes.append(_program_judged(spec, code, output))
     return outcomes
 
@@ -242,10 +246,10 @@ def _serve_programs(folder: str) -> None:
     """The programs on standard input, which start the same way, each in a child of this interpreter (plain flags,
     as theirs), after it did what each would do first: `python -m` imports runpy; sys.path starts with the working
     folder (-m) or "" (-c); __main__ is a bare module; the package is imported. The one difference: the program's
-    arguments are put in sys.argv after that import, not before. Exits 3 without running any where that import
-    raised, wrote anything, or left more than one thread (a fork keeps only the caller's): they are each run in an
-    interpreter of their own instead. A child writes its output to N.out and N.err; this process its exit status
-    to N.status."""
+    arguments are put in sys.argv (and sys.orig_argv) after that import, not before. Exits 3 without running any
+    where that import raised, wrote anything, or left more than one thread (a fork keeps only the caller's): they
+    are each run in an interpreter of their own instead. A child writes its output to N.out and N.err; this
+    process its exit status to N.status."""
     specs: list[dict[str, object]] = marshal.loads(sys.stdin.buffer.read())
     commands = [[str(a) for a in spec["command"]] for spec in specs]  # type: ignore[attr-defined]
     mode, root = _program_start(specs[0]) or ("", "")
@@ -265,28 +269,17 @@ def _serve_programs(folder: str) -> None:
         os._exit(3)
     if os.path.getsize(f"{folder}/import.log") or len(os.listdir("/proc/self/task")) != 1:
         os._exit(3)
-    running: dict[int, int] = {}
 
-    def reap() -> None:
-        child, status = os.wait()
-        with open(f"{folder}/{running.pop(child)}.status", "w", encoding="utf-8") as written:
-            written.write(str(os.waitstatus_to_exitcode(status)))
+    def run(index: int) -> int:
+        for fd, path in ((1, f"{folder}/{index}.out"), (2, f"{folder}/{index}.err")):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        sys.argv = [mode, *commands[index][3:]]
+        if hasattr(sys, "orig_argv"):
+            sys.orig_argv = [sys.executable, *commands[index][1:]]
+        return _as_interpreter(commands[index][2], mode)
 
-    for index, command in enumerate(commands):
-        if len(running) >= max(2, os.cpu_count() or 1):
-            reap()
-        child = os.fork()
-        if child == 0:
-            for fd, path in ((1, f"{folder}/{index}.out"), (2, f"{folder}/{index}.err")):
-                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            sys.argv = [mode, *command[3:]]
-            if hasattr(sys, "orig_argv"):
-                sys.orig_argv = [sys.executable, *command[1:]]
-            os._exit(_as_interpreter(command[2], mode))
-        running[child] = index
-    while running:
-        reap()
+    _in_children(list(range(len(commands))), folder, run)
 
 
 def _seen(outcome_file: str, log: str) -> dict[str, object]:
@@ -357,10 +350,9 @@ def _redirected(log_file: str) -> None:
     os.dup2(log, 2)
 
 
-def _fork_all(specs: list[dict[str, object]], indices: list[int], folder: str) -> None:
-    """Each statement of `indices` in a child of this process, some at a time: a child writes what it saw to
-    `folder`/N once its exit handlers ran (nothing, if it crashed), its output to N.log; this process writes its
-    exit status to N.status."""
+def _in_children(indices: list[int], folder: str, run: Callable[[int], int]) -> None:
+    """`run(N)` for each N of `indices` in a child of this process, some at a time, the child exiting with what it
+    returns; this process writes each child's exit status to `folder`/N.status."""
     running: dict[int, int] = {}
 
     def reap() -> None:
@@ -373,12 +365,22 @@ def _fork_all(specs: list[dict[str, object]], indices: list[int], folder: str) -
             reap()
         child = os.fork()
         if child == 0:
-            _redirected(f"{folder}/{index}.log")
-            _run_and_write(specs[index], f"{folder}/{index}")
-            os._exit(0)
+            os._exit(run(index))
         running[child] = index
     while running:
         reap()
+
+
+def _fork_all(specs: list[dict[str, object]], indices: list[int], folder: str) -> None:
+    """Each statement of `indices` in a child of this process: a child writes what it saw to `folder`/N once its
+    exit handlers ran (nothing, if it crashed), its output to N.log."""
+
+    def run(index: int) -> int:
+        _redirected(f"{folder}/{index}.log")
+        _run_and_write(specs[index], f"{folder}/{index}")
+        return 0
+
+    _in_children(indices, folder, run)
 
 
 def _first_imported(statement: str) -> str | None:
