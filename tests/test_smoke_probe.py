@@ -57,6 +57,18 @@ def _probed(checks: list[dict[str, object]], *, fork: bool) -> list[dict[str, ob
     return outcomes
 
 
+def _assert_alike(
+    checks: list[dict[str, object]], forked: list[dict[str, object]], spawned: list[dict[str, object]]
+) -> None:
+    """Each check's outcome, forked and spawned: the same verdict, detail and CUDA libraries mapped."""
+    for check, one, other in zip(checks, forked, spawned, strict=True):
+        assert (one["ok"], one["detail"], one.get("libraries")) == (
+            other["ok"],
+            other["detail"],
+            other.get("libraries"),
+        ), check["statement"]
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 def test_each_statement_is_fresh_and_judged_alike_forked_or_spawned(fork: bool) -> None:
     outcomes = _probed(CHECKS, fork=fork)
@@ -100,9 +112,7 @@ def test_statements_forked_after_their_first_import_see_what_a_fresh_interpreter
     ]
     checks = [{"statement": s, "expect": "ok", "pythonpath": str(tmp_path), **seen_all} for s in statements]
     forked, spawned = _probed(checks, fork=True), _probed(checks, fork=False)
-    for check, one, other in zip(checks, forked, spawned, strict=True):
-        assert (one["ok"], one["detail"]) == (other["ok"], other["detail"]), check["statement"]
-        assert one.get("libraries") == other.get("libraries"), check["statement"]
+    _assert_alike(checks, forked, spawned)
     outcome = dict(zip(statements, forked, strict=True))
     assert all(outcome[s]["ok"] for s in statements[-6:]), [outcome[s]["detail"] for s in statements[-6:]]
     assert any("libz" in str(p) for p in outcome["import ctypes_at_import.sub"]["libraries"])  # type: ignore[attr-defined]
@@ -153,12 +163,7 @@ def test_statements_that_import_only_what_the_package_loaded_share_one_childs_ou
     exits_forked = exits.read_text().split()
     exits.unlink()
     spawned = _probed(checks, fork=False)
-    for check, one, other in zip(checks, forked, spawned, strict=True):
-        assert (one["ok"], one["detail"], one.get("libraries")) == (
-            other["ok"],
-            other["detail"],
-            other.get("libraries"),
-        ), check["statement"]
+    _assert_alike(checks, forked, spawned)
     outcome = dict(zip(statements, forked, strict=True))
     assert outcome["import loads_libz.sub"]["ok"]
     assert any("libz" in str(p) for p in outcome["import loads_libz.sub"]["libraries"])  # type: ignore[attr-defined]
@@ -320,12 +325,7 @@ def test_each_check_loads_what_a_fresh_interpreter_would_on_real_cuda_binaries(t
     ]
     checks = [{"statement": s, **spec} for s in statements]
     forked, spawned = _probed(checks, fork=True), _probed(checks, fork=False)
-    for check, one, other in zip(checks, forked, spawned, strict=True):
-        assert (one["ok"], one["detail"], one.get("libraries")) == (
-            other["ok"],
-            other["detail"],
-            other.get("libraries"),
-        ), check["statement"]
+    _assert_alike(checks, forked, spawned)
     outcome = dict(zip(statements, forked, strict=True))
     early = outcome["import pkg._early"]
     assert not early["ok"] and str(elsewhere) in str(early["detail"]), early
