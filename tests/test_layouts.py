@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from wheelfactory.binaries.wheelfile import WheelMetadata, metadata, pack, renamed, unpack
-from wheelfactory.image import host_pythons
+from wheelfactory.image import host_pythons, image_id, remove_replaced
 from wheelfactory.pipeline import existing
 from wheelfactory.smoke import smoke
 from wheelfactory.smoke.installs import shared_install
@@ -61,7 +61,9 @@ def decoy_image(
         f"COPY lib/ {SYSTEM_CUDA}/\n"
         f"RUN echo {SYSTEM_CUDA} > /etc/ld.so.conf.d/cuda.conf && ldconfig\n"
     )
+    replaced = image_id(DECOY_IMAGE)
     subprocess.run(["docker", "build", "--quiet", "-t", DECOY_IMAGE, str(context)], check=True, capture_output=True)
+    remove_replaced(DECOY_IMAGE, replaced)
     return DECOY_IMAGE
 
 

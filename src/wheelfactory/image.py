@@ -186,6 +186,27 @@ def image_digest(image: str) -> str | None:
     return sorted(pulled)[0] if pulled else (image_id or None)
 
 
+def image_id(image: str) -> str | None:
+    """The local image ID `image` names now (sha256:...), or None where the engine has no such image."""
+    inspected = host.run(
+        [host.container_engine(), "image", "inspect", "--format", "{{.Id}}", image], f"inspecting {image}", check=False
+    )
+    found = inspected.stdout.strip()
+    return found if inspected.returncode == 0 and re.fullmatch(r"sha256:[0-9a-f]{64}", found) else None
+
+
+def remove_replaced(image: str, replaced: str | None) -> None:
+    """Remove the image `replaced` (an ID) whose name a build of `image` has just taken: left behind, each build
+    of the offline image kept its predecessor's gigabytes on disk, nameless. It stays where another name holds it,
+    or a container (the engine refuses to remove it then)."""
+    if not replaced or replaced == image_id(image):
+        return
+    engine = host.container_engine()
+    names = host.run([engine, "image", "inspect", "--format", "{{json .RepoTags}}", replaced], "naming", check=False)
+    if names.returncode == 0 and names.stdout.strip() in ("[]", "null"):
+        host.run([engine, "image", "rm", replaced], f"removing the {image} replaced", check=False)
+
+
 def ensure_image(image: str, arch: str) -> None:
     """Pull the build image if it is not here, and say what to do when it cannot be had or is of another
     machine than the wheels it is to build or test. One that another process is building here is waited for."""
@@ -308,6 +329,7 @@ def _make_image(rootfs: Path, workdir: Path, tag: str, arch: str, debian_arch: s
         host.run(["tar", "-C", rootfs, "-cf", archive, "."], "packing the root file system")
         shutil.rmtree(rootfs, ignore_errors=True)
         (workdir / "Dockerfile").write_text(_dockerfile(arch, archive.name), encoding="utf-8")
+        replaced = image_id(tag)
         # FROM scratch with --platform labels the image with its true machine (an import would say the host's);
         # the legacy builder needs nothing from a registry for it.
         host.run(
@@ -316,6 +338,7 @@ def _make_image(rootfs: Path, workdir: Path, tag: str, arch: str, debian_arch: s
             env={**os.environ, "DOCKER_BUILDKIT": "0"},
         )
         archive.unlink()
+        remove_replaced(tag, replaced)
 
 
 @dataclass(frozen=True)
