@@ -197,9 +197,9 @@ def image_id(image: str) -> str | None:
 
 def remove_replaced(image: str, replaced: str | None) -> None:
     """Remove the image `replaced` (an ID) whose name a build of `image` has just taken: left behind, each build
-    of the offline image kept its predecessor's gigabytes on disk, nameless. It stays where another name holds it,
-    or a container (the engine refuses to remove it then)."""
-    if not replaced or replaced == image_id(image):
+    of the offline image kept its predecessor's gigabytes on disk, nameless. It stays where a name still holds it
+    (`image` itself, where the build gave the same image), or a container (the engine refuses to remove it then)."""
+    if not replaced:
         return
     engine = host.container_engine()
     names = host.run([engine, "image", "inspect", "--format", "{{json .RepoTags}}", replaced], "naming", check=False)

@@ -54,6 +54,9 @@ import os
 import sys
 from _collections_abc import Callable  # loaded at start-up, unlike collections.abc
 
+if False:  # for the type checker only: this process imports nothing it need not
+    from concurrent.futures import Executor
+
 
 def _mapped_paths() -> list[str]:
     try:
@@ -469,6 +472,33 @@ def _fork_each(folder: str) -> None:
     _fork_all(specs, sorted(pristine), folder)
 
 
+def _programs_run(checks: list[dict[str, object]], scratch: str, pool: Executor) -> dict[int, dict[str, object]]:
+    """Each program among `checks`, judged: those that start alike (`_program_start`) forked from one interpreter
+    where the OS can fork and that interpreter serves them faithfully, each of the others in an interpreter of its
+    own."""
+    programs = [i for i, c in enumerate(checks) if "command" in c]
+    alike: dict[tuple[object, ...], list[int]] = {}
+    for i in programs if hasattr(os, "fork") else []:
+        start = _program_start(checks[i])
+        if start:
+            alike.setdefault((checks[i].get("pythonpath"), *start), []).append(i)
+    forked = []
+    for group, indices in enumerate(alike.values()):
+        os.mkdir(folder := os.path.join(scratch, f"programs-{group}"))
+        forked.append((indices, pool.submit(_programs_forked, [checks[i] for i in indices], folder)))
+    shared = {i for indices in alike.values() for i in indices}
+    spawned = {i: pool.submit(_command, checks[i]) for i in programs if i not in shared}
+    judged: dict[int, dict[str, object]] = {}
+    for indices, future in forked:
+        outcomes = future.result()
+        if outcomes is None:  # not served faithfully: each in an interpreter of its own
+            spawned.update((i, pool.submit(_command, checks[i])) for i in indices)
+        else:
+            judged.update(zip(indices, outcomes, strict=True))
+    judged.update((i, future.result()) for i, future in spawned.items())
+    return judged
+
+
 def main() -> None:
     if sys.argv[1] == "--one":
         _run_and_write(marshal.loads(sys.stdin.buffer.read()), sys.argv[2])
@@ -501,25 +531,7 @@ def main() -> None:
         else:
             spawned = {i: pool.submit(_spawned, checks[i], os.path.join(scratch, str(i))) for i in statements}
             outcomes.update((i, _judged(checks[i], future.result())) for i, future in spawned.items())
-        programs = [i for i, c in enumerate(checks) if "command" in c]
-        alike: dict[tuple[object, ...], list[int]] = {}
-        for i in programs if hasattr(os, "fork") else []:
-            start = _program_start(checks[i])
-            if start:
-                alike.setdefault((checks[i].get("pythonpath"), *start), []).append(i)
-        forked_programs = []
-        for group, indices in enumerate(alike.values()):
-            os.mkdir(folder := os.path.join(scratch, f"programs-{group}"))
-            forked_programs.append((indices, pool.submit(_programs_forked, [checks[i] for i in indices], folder)))
-        shared = {i for indices in alike.values() for i in indices}
-        spawned_programs = {i: pool.submit(_command, checks[i]) for i in programs if i not in shared}
-        for indices, future in forked_programs:
-            judged = future.result()
-            if judged is None:  # not served faithfully: each in an interpreter of its own
-                spawned_programs.update((i, pool.submit(_command, checks[i])) for i in indices)
-            else:
-                outcomes.update(zip(indices, judged, strict=True))
-        outcomes.update((i, future.result()) for i, future in spawned_programs.items())
+        outcomes.update(_programs_run(checks, scratch, pool))
     print(json.dumps([outcomes[i] for i in range(len(checks))]))
 
 
